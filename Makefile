@@ -1,0 +1,45 @@
+# convtap: every target sets up .venv itself (Python >= 3.11 and make are all it needs).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXAMPLES := captures/examples/sse
+
+.PHONY: demo test lint bench goldens schemas clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "convtap needs Python >= 3.11 (set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@for name in plain_answer alefita_way_call alefita_way_continuation legacy malformed; do \
+		echo; echo "=== convtap decode $(EXAMPLES)/$$name.sse"; \
+		$(BIN)/convtap decode $(EXAMPLES)/$$name.sse || exit 1; done
+	@echo; echo "=== convtap decode $(EXAMPLES)/resume_cut.sse $(EXAMPLES)/resume_cut.resume.sse"
+	@$(BIN)/convtap decode $(EXAMPLES)/resume_cut.sse $(EXAMPLES)/resume_cut.resume.sse
+	@echo; echo "=== convtap decode --ws $(EXAMPLES)/handoff_ws.frames.jsonl $(EXAMPLES)/handoff_ws.sse"
+	@$(BIN)/convtap decode --ws $(EXAMPLES)/handoff_ws.frames.jsonl $(EXAMPLES)/handoff_ws.sse
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check addon tests bench captures
+	$(BIN)/ruff format --check addon tests bench captures
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/decode_bench.py
+
+goldens: $(STAMP)
+	$(BIN)/python -m tests.goldens --write
+
+schemas: $(STAMP)
+	$(BIN)/convtap schemas
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,167 @@
+"""The `convtap` command line: parse, make one library call, render."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from addon.redact import Redactor
+from addon.turn import TurnDecoder, decode_turn, message_text, tool_call
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS_DIR = REPO_ROOT / "schemas"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="convtap")
+def main() -> None:
+    """convtap: record, decode and audit ChatGPT's f/conversation protocol."""
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input or usage: one line on stderr, exit 2."""
+    click.echo(f"convtap: {message}", err=True)
+    sys.exit(2)
+
+
+def read_input(name: str) -> bytes:
+    try:
+        if name == "-":
+            return sys.stdin.buffer.read()
+        return Path(name).read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {name}: {exc.strerror or exc}")
+
+
+@main.command()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for tools (a stable shape).",
+)
+@click.option("--no-redact", is_flag=True, help="Print secrets (tokens, challenges) in clear.")
+@click.option(
+    "--ws",
+    "ws_path",
+    metavar="FRAMES.jsonl",
+    help="WebSocket frames, one frame's JSON text per line, continuing the turn.",
+)
+@click.argument("files", nargs=-1, required=True, metavar="FILE [FILE...]")
+def decode(fmt: str, no_redact: bool, ws_path: str | None, files: tuple[str, ...]) -> None:
+    """Decode a raw f/conversation response body into messages, events and tool calls.
+
+    Several FILEs are one turn: the f/conversation body, then its resume legs. `-` is stdin.
+
+    \b
+    Example:
+      convtap decode captures/examples/sse/alefita_way_call.sse
+      convtap decode --format json body.sse resume.sse --ws frames.jsonl
+    """
+    bodies = [read_input(name) for name in files]
+    frames: list[str] = []
+    if ws_path is not None:
+        text = read_input(ws_path).decode("utf-8", "replace")
+        frames = [line for line in text.splitlines() if line.strip()]
+    turn = decode_turn(bodies, frames)
+    result = turn.result()
+    if no_redact:
+        click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
+    else:
+        result = Redactor().json(result)
+    if fmt == "json":
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_turn(turn, result))
+
+
+def render_turn(turn: TurnDecoder, result: dict[str, Any]) -> str:
+    """The decoded turn for people: one block per message, tool calls marked, errors listed."""
+    state = ["done" if result["done"] else "no [DONE]"]
+    if result["stream_complete"]:
+        state.append("stream complete")
+    if result["truncated"]:
+        state.append("TRUNCATED (the last body ended inside an event)")
+    encoding = result["encoding"] or "legacy"
+    lines = [
+        f"conversation {result['conversation_id'] or '-'} · encoding {encoding}"
+        f" · {result['event_count']} events · {turn.legs} leg(s) · {', '.join(state)}",
+    ]
+    for message in result["messages"]:
+        author = message.get("author") or {}
+        role = author.get("role", "?") + (f" ({author['name']})" if author.get("name") else "")
+        recipient = message.get("recipient") or "all"
+        details = [str(message.get(k)) for k in ("channel", "status") if message.get(k)]
+        lines += ["", f"── {role} → {recipient} · {' · '.join(details)} · {message['id']}"]
+        call = tool_call(message)
+        if call is not None:
+            state_word = "complete" if call.complete else "in progress"
+            lines.append(f"   ⚙ {call.kind} tool call: {call.tool} ({state_word})")
+        text = message_text(message)
+        lines += [f"   {line}" for line in text.splitlines() or ([text] if text else [])]
+    for label, key in (("event", "events"), ("other event", "other_events")):
+        if result[key]:
+            kinds = [e.get("type", "?") if key == "events" else ",".join(e) for e in result[key]]
+            lines += ["", f"{len(kinds)} {label}(s): {', '.join(kinds)}"]
+    if result["errors"]:
+        lines += ["", f"{len(result['errors'])} decode error(s):"]
+        lines += [
+            f"  event {e['event_index']}: {e['kind']}: {e['detail']}" for e in result["errors"]
+        ]
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--check", is_flag=True, help="Exit 1 if the files differ from the models.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=SCHEMAS_DIR,
+    show_default="schemas/ of the checkout",
+    help="Where the schema files live.",
+)
+def schemas(check: bool, directory: Path) -> None:
+    """Write the JSON Schema of every wire model into schemas/ (or check it is current).
+
+    \b
+    Example:
+      convtap schemas            # after changing addon/models/
+      convtap schemas --check    # in CI: fails when schemas/ is stale
+    """
+    from addon.models.export import export_schemas
+
+    wanted = export_schemas()
+    present = (
+        {p.name: p.read_text() for p in directory.glob("*.json")} if directory.is_dir() else {}
+    )
+    stale = sorted(n for n in wanted if present.get(n) != wanted[n])
+    extra = sorted(set(present) - set(wanted))
+    if check:
+        if stale or extra:
+            for name in stale:
+                click.echo(f"stale or missing: {directory / name}", err=True)
+            for name in extra:
+                click.echo(f"not produced by any model: {directory / name}", err=True)
+            click.echo("convtap: schemas/ is out of date; run `convtap schemas`", err=True)
+            sys.exit(1)
+        click.echo(f"{len(wanted)} schema files in {directory} match the models")
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in stale:
+        (directory / name).write_text(wanted[name])
+    for name in extra:
+        (directory / name).unlink()
+    click.echo(
+        f"wrote {len(stale)}, removed {len(extra)}, {len(wanted)} schema files in {directory}"
+    )
+
+
+if __name__ == "__main__":
+    main()

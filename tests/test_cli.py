@@ -1,0 +1,127 @@
+"""The command line, run as a user runs it: `convtap ...` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.goldens import EXAMPLES
+
+ROOT = Path(__file__).resolve().parent.parent
+CONVTAP = [sys.executable, "-m", "addon.cli"]
+CONTRACT_KEYS = {
+    "protocol",
+    "encoding",
+    "conversation_id",
+    "done",
+    "stream_complete",
+    "truncated",
+    "event_count",
+    "messages",
+    "events",
+    "other_events",
+    "errors",
+    "tool_calls",
+}
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CONVTAP, *args], input=stdin, capture_output=True, cwd=ROOT, timeout=60)
+
+
+def test_decode_json_has_the_contract_shape() -> None:
+    proc = run("decode", "--format", "json", str(EXAMPLES / "alefita_way_call.sse"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == CONTRACT_KEYS
+    assert out["protocol"] == "f-conversation" and out["encoding"] == "v1"
+    assert out["tool_calls"][0]["tool"] == "alefita_way"
+    assert set(out["tool_calls"][0]) == {
+        "call_id",
+        "recipient",
+        "kind",
+        "tool",
+        "arguments",
+        "arguments_text",
+        "complete",
+    }
+    assert all(set(e) == {"event_index", "kind", "detail"} for e in out["errors"])
+
+
+def test_decode_stdin_resume_legs_and_ws() -> None:
+    body = (EXAMPLES / "resume_cut.sse").read_bytes()
+    proc = run(
+        "decode", "--format", "json", "-", str(EXAMPLES / "resume_cut.resume.sse"), stdin=body
+    )
+    out = json.loads(proc.stdout)
+    assert (out["done"], out["truncated"], out["errors"]) == (True, False, [])
+    proc = run(
+        "decode",
+        "--format",
+        "json",
+        "--ws",
+        str(EXAMPLES / "handoff_ws.frames.jsonl"),
+        str(EXAMPLES / "handoff_ws.sse"),
+    )
+    assert [c["tool"] for c in json.loads(proc.stdout)["tool_calls"]] == ["handoff"]
+
+
+def test_decode_redacts_unless_told_not_to() -> None:
+    token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LWNvbmR1aXQtdG9rZW4.x1y2z3"
+    path = str(EXAMPLES / "alefita_way_call.sse")
+    for fmt in ("json", "text"):
+        assert token.encode() not in run("decode", "--format", fmt, path).stdout
+    proc = run("decode", "--format", "json", "--no-redact", path)
+    assert token.encode() in proc.stdout and b"--no-redact" in proc.stderr
+
+
+def test_decode_text_marks_calls_and_lists_errors() -> None:
+    text = run("decode", str(EXAMPLES / "alefita_way_call.sse")).stdout.decode()
+    assert "local tool call: alefita_way (complete)" in text
+    text = run("decode", str(EXAMPLES / "malformed.sse")).stdout.decode()
+    assert "5 decode error(s)" in text and "malformed-json" in text
+
+
+def test_decode_errors_in_input_still_exit_0() -> None:
+    proc = run("decode", "--format", "json", "-", stdin=b"event: delta\ndata: {nope\n\n\xff")
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)
+    assert out["errors"][0]["kind"] == "malformed-json" and out["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("decode", "/nonexistent/body.sse"),
+        ("decode",),
+        ("decode", "--format", "xml", "-"),
+        ("decode", "--ws", "/nonexistent.jsonl", "-"),
+    ],
+)
+def test_decode_bad_usage_or_unreadable_input_exits_2(args: tuple[str, ...]) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() and len(proc.stderr.decode().strip().splitlines()) <= 4
+
+
+def test_schemas_are_current() -> None:
+    proc = run("schemas", "--check")
+    assert proc.returncode == 0, proc.stderr.decode()
+
+
+def test_schemas_check_fails_when_stale(tmp_path: Path) -> None:
+    stale = tmp_path / "schemas"
+    shutil.copytree(ROOT / "schemas", stale)
+    first = sorted(stale.glob("*.json"))[0]
+    first.write_text(first.read_text().replace('"title"', '"titel"', 1))
+    (stale / "Gone.json").write_text("{}")
+    proc = run("schemas", "--check", "--dir", str(stale))
+    assert proc.returncode == 1
+    assert first.name in proc.stderr.decode() and "Gone.json" in proc.stderr.decode()
+    assert run("schemas", "--dir", str(stale)).returncode == 0
+    assert run("schemas", "--check", "--dir", str(stale)).returncode == 0
