@@ -78,33 +78,56 @@ class SSEParser:
 
 
 def _parse_block(block: bytes) -> list[SSEEvent]:
-    """Parse complete lines that end with a blank line, so that no event is left open."""
+    """Parse complete lines that end with a blank line, so that no event is left open.
+
+    The block splits at blank lines into the lines of each event. Leading blank lines of a piece
+    only dispatch nothing. The two shapes the server sends (`data: X` and `event: E` then
+    `data: X`) take a short path; anything else goes through the field-by-field steps.
+    """
     events: list[SSEEvent] = []
+    for piece in block.split(b"\n\n"):
+        piece = piece.lstrip(b"\n")
+        if not piece:
+            continue
+        newline = piece.find(b"\n")
+        if newline < 0 and piece.startswith(b"data: "):
+            if len(piece) > 6:
+                events.append(SSEEvent("message", piece[6:].decode("utf-8", "replace")))
+            continue
+        if (
+            piece.startswith(b"event: ")
+            and piece.startswith(b"data: ", newline + 1)
+            and piece.find(b"\n", newline + 1) < 0
+        ):
+            if len(piece) > newline + 7:
+                name = piece[7:newline].decode("utf-8", "replace") or "message"
+                events.append(SSEEvent(name, piece[newline + 7 :].decode("utf-8", "replace")))
+            continue
+        event = _parse_lines(piece.split(b"\n"))
+        if event is not None:
+            events.append(event)
+    return events
+
+
+def _parse_lines(lines: list[bytes]) -> SSEEvent | None:
+    """WHATWG "interpret the line" for each line of one event, then "dispatch the event"."""
     data: list[bytes] = []
     event_type = b""
-    for line in block.split(b"\n")[:-1]:  # the block ends with LF: the last item is empty
-        if not line:
-            # WHATWG "dispatch the event", with PROTOCOL.md's reading: an event whose data is
-            # empty (no data line, or one empty `data:` line) is not dispatched.
-            joined = b"\n".join(data)
-            if joined:
-                name = event_type.decode("utf-8", "replace") if event_type else "message"
-                events.append(SSEEvent(name, joined.decode("utf-8", "replace")))
-            data = []
-            event_type = b""
-            continue
-        if line.startswith(b"data:"):
-            # WHATWG: one leading space is stripped from the value.
-            data.append(line[6:] if line[5:6] == b" " else line[5:])
-            continue
+    for line in lines:
         if line[:1] == b":":
             continue  # a comment, such as the server's ": ping - <timestamp>"
         field, colon, value = line.partition(b":")
         if colon and value[:1] == b" ":
-            value = value[1:]
-        if field == b"event":
-            event_type = value
-        elif field == b"data":  # "data" alone on its line: an empty data line
+            value = value[1:]  # one leading space is stripped from the value
+        if field == b"data":
             data.append(value)
+        elif field == b"event":
+            event_type = value
         # id, retry and unknown fields do not matter here.
-    return events
+    # PROTOCOL.md's reading of "dispatch the event": an event whose data is empty (no data line,
+    # or one empty `data:` line) is not dispatched.
+    joined = b"\n".join(data)
+    if not joined:
+        return None
+    name = event_type.decode("utf-8", "replace") if event_type else "message"
+    return SSEEvent(name, joined.decode("utf-8", "replace"))

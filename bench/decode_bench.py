@@ -1,0 +1,188 @@
+"""Decoder throughput against a json.loads-only baseline, on the same bytes, in one run.
+
+    python bench/decode_bench.py [--mb 50] [--repeat 3] [--chunk 16384]
+
+The stream is generated shaped like real traffic: each turn echoes a history of finished messages
+(one root each), then streams an answer as thousands of bare continuation frames, a tool call
+whose arguments stream in, patches that finish messages, markers and pings. The baseline is the
+floor of any Python decoder: split the bytes into lines and `json.loads` every data line. The
+decoder does the whole job: WHATWG framing of 16 KiB network chunks, delta v1 application, and
+the tool calls read off the turn. Each figure is the best of --repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Callable
+
+import orjson
+
+from addon.turn import TurnDecoder
+
+WORDS = "o caminho de alefita é uma ferramenta local 🌿 que registra mensagens e responde".split()
+
+
+def sse(data: object, name: str | None = None) -> str:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+
+
+def message(mid: str, role: str, text: str, **extra: object) -> dict[str, object]:
+    return {
+        "id": mid,
+        "author": {"role": role, "name": None, "metadata": {}},
+        "create_time": 1787848260.5,
+        "update_time": None,
+        "content": {"content_type": "text", "parts": [text]},
+        "status": "finished_successfully",
+        "end_turn": None,
+        "weight": 1.0,
+        "metadata": {"model_slug": "gpt-5-6-thinking", "citations": [], "content_references": []},
+        "recipient": "all",
+        "channel": None,
+        **extra,
+    }
+
+
+def turn(rng: random.Random, n: int) -> bytes:
+    conv = f"conv-{n:06d}"
+
+    def text(words: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(words))
+
+    out = [sse('"v1"', "delta_encoding")]
+    out.append(
+        sse({"type": "resume_conversation_token", "token": "x" * 200, "conversation_id": conv})
+    )
+    for h in range(24):  # the history echo
+        role = ("user", "assistant", "tool")[h % 3]
+        root = {"message": message(f"{conv}-h{h}", role, text(900)), "conversation_id": conv}
+        out.append(sse({"p": "", "o": "add", "v": root, "c": h}, "delta"))
+    answer = message(f"{conv}-a", "assistant", "", status="in_progress", channel="final")
+    out.append(
+        sse(
+            {"p": "", "o": "add", "v": {"message": answer, "conversation_id": conv}, "c": 30},
+            "delta",
+        )
+    )
+    out.append(sse({"p": "/message/content/parts/0", "o": "append", "v": "Olá"}, "delta"))
+    for i in range(4000):  # bare continuation frames
+        out.append(sse({"v": " " + rng.choice(WORDS)}, "delta"))
+        if i % 400 == 0:
+            out.append(f": ping - {i}\n\n")
+            out.append(sse({"type": "message_marker", "marker": "cot_token", "event": "first"}))
+    out.append(
+        sse(
+            {
+                "p": "",
+                "o": "patch",
+                "v": [
+                    {"p": "/message/status", "o": "replace", "v": "finished_successfully"},
+                    {
+                        "p": "/message/metadata",
+                        "o": "append",
+                        "v": {"finish_details": {"type": "stop"}},
+                    },
+                ],
+            },
+            "delta",
+        )
+    )
+    call = message(f"{conv}-call", "assistant", "", status="in_progress", channel="commentary")
+    call.update(
+        recipient="local.alefita_way",
+        content={"content_type": "code", "language": "json", "text": ""},
+    )
+    out.append(sse({"p": "", "o": "add", "v": {"message": call}, "c": 31}, "delta"))
+    out.append(sse({"p": "/message/content/text", "o": "append", "v": '{"message": "'}, "delta"))
+    for _ in range(300):
+        out.append(sse({"v": rng.choice(WORDS) + " "}, "delta"))
+    out.append(sse({"v": '"}'}, "delta"))
+    out.append(sse({"p": "/message/status", "o": "replace", "v": "finished_successfully"}, "delta"))
+    out.append(sse({"type": "message_stream_complete", "conversation_id": conv}))
+    out.append(sse("[DONE]"))
+    return "".join(out).encode()
+
+
+def generate(megabytes: float) -> list[bytes]:
+    rng = random.Random(7)
+    bodies: list[bytes] = []
+    total = 0
+    while total < megabytes * 1_000_000:
+        bodies.append(turn(rng, len(bodies)))
+        total += len(bodies[-1])
+    return bodies
+
+
+def baseline(loads: Callable[[bytes], object]) -> Callable[[list[bytes]], int]:
+    def run(bodies: list[bytes]) -> int:
+        count = 0
+        for body in bodies:
+            for line in body.split(b"\n"):
+                if line.startswith(b"data: ") and line != b"data: [DONE]":
+                    loads(line[6:])
+                    count += 1
+        return count
+
+    return run
+
+
+def decoder(chunk: int) -> Callable[[list[bytes]], int]:
+    def run(bodies: list[bytes]) -> int:
+        count = 0
+        for body in bodies:
+            t = TurnDecoder()
+            for i in range(0, len(body), chunk):
+                t.feed(body[i : i + chunk])
+            t.close()
+            calls = t.tool_calls()
+            assert calls and calls[0].complete and not t.decoder.errors, "the decoder went wrong"
+            count += t.decoder.event_count
+        return count
+
+    return run
+
+
+def best(fn: Callable[[list[bytes]], int], bodies: list[bytes], repeat: int) -> tuple[float, int]:
+    times, count = [], 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        count = fn(bodies)
+        times.append(time.perf_counter() - start)
+    return min(times), count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mb", type=float, default=50.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chunk", type=int, default=16384)
+    args = parser.parse_args()
+    bodies = generate(args.mb)
+    size = sum(map(len, bodies))
+    rows = [
+        ("json.loads of every data line (baseline)", baseline(json.loads)),
+        ("orjson.loads of every data line", baseline(orjson.loads)),
+        (f"convtap TurnDecoder, {args.chunk}-byte chunks", decoder(args.chunk)),
+    ]
+    results = [(label, *best(fn, bodies, args.repeat)) for label, fn in rows]
+    base = results[0][1]
+    print(f"stream: {size / 1e6:.1f} MB in {len(bodies)} turns, best of {args.repeat} runs")
+    print(f"{'':45} {'seconds':>8} {'MB/s':>8} {'events/s':>11} {'vs baseline':>12}")
+    for label, seconds, count in results:
+        print(
+            f"{label:45} {seconds:8.2f} {size / 1e6 / seconds:8.1f} {count / seconds:11,.0f}"
+            f" {base / seconds:11.2f}x"
+        )
+    ratio = base / results[2][1]
+    verdict = "meets" if ratio >= 0.5 else "MISSES"
+    print(f"decoder throughput is {ratio:.2f}x the json.loads baseline ({verdict} the 0.5x floor)")
+
+
+if __name__ == "__main__":
+    main()
