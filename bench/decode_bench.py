@@ -22,7 +22,22 @@ import orjson
 
 from addon.turn import TurnDecoder
 
-WORDS = "o caminho de alefita é uma ferramenta local 🌿 que registra mensagens e responde".split()
+WORDS = [
+    "o",
+    "caminho",
+    "de",
+    "alefita",
+    "é",
+    "uma",
+    "ferramenta",
+    "local",
+    "🌿",
+    "que",
+    "registra",
+    "mensagens",
+    "e",
+    "responde",
+]
 
 
 def sse(data: object, name: str | None = None) -> str:
