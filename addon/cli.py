@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -14,6 +15,13 @@ from addon.turn import TurnDecoder, decode_turn, message_text, tool_call
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS_DIR = REPO_ROOT / "schemas"
+ADDON_SCRIPT = Path(__file__).resolve().parent / "mitm.py"
+DEFAULT_DB = Path("captures") / "capture.db"
+
+db_option = click.option(
+    "--db", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DB,
+    show_default=True, help="The capture database.",
+)  # fmt: skip
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -161,6 +169,168 @@ def schemas(check: bool, directory: Path) -> None:
     click.echo(
         f"wrote {len(stale)}, removed {len(extra)}, {len(wanted)} schema files in {directory}"
     )
+
+
+@main.command()
+@click.option(
+    "--mode",
+    default="regular",
+    show_default=True,
+    metavar="MODE",
+    help="mitmproxy's mode syntax: regular, reverse:http://127.0.0.1:9000, "
+    "upstream:http://proxy:3128, ...",
+)
+@click.option("--listen-host", default="127.0.0.1", show_default=True)
+@click.option("--listen-port", default=8080, show_default=True, type=int)
+@db_option
+@click.option("--no-redact", is_flag=True, help="Store secrets in clear (loudly).")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Any other mitmproxy option (confdir, ssl_insecure, ...); repeatable.",
+)
+def record(
+    mode: str,
+    listen_host: str,
+    listen_port: int,
+    db: Path,
+    no_redact: bool,
+    settings: tuple[str, ...],
+) -> None:
+    """Run the proxy and record every turn, tool call and tool return into --db.
+
+    Prints how to point a client at the proxy and trust its CA, then one line per tool call and
+    tool return as they happen. Ctrl-C flushes the database and exits.
+
+    \b
+    Example:
+      convtap record                                   # regular proxy on 127.0.0.1:8080
+      convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
+    """
+    from mitmproxy.tools.main import mitmdump
+
+    if no_redact:
+        click.echo("convtap: --no-redact: secrets will be stored in clear", err=True)
+    args = ["--mode", mode, "--listen-host", listen_host, "--listen-port", str(listen_port),
+            "-s", str(ADDON_SCRIPT), "--set", f"convtap_db={db}",
+            "--set", f"convtap_redact={'false' if no_redact else 'true'}",
+            "--set", "convtap_echo=stdout", "--set", "convtap_ws_trim=true",
+            "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
+    for setting in settings:
+        args += ["--set", setting]
+    mitmdump(args)
+
+
+@main.command("import")
+@click.argument(
+    "files",
+    nargs=-1,
+    required=True,
+    metavar="FILE...",
+    type=click.Path(dir_okay=False, path_type=Path),
+)
+@db_option
+@click.option("--no-redact", is_flag=True, help="Store secrets in clear (loudly).")
+def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
+    """Import mitmproxy flow files (.mitm), HAR files and raw .sse bodies into --db.
+
+    They go through the same pipeline as live traffic; flows already in the database are
+    skipped, so importing a file twice adds nothing.
+
+    \b
+    Example:
+      convtap import session.har --db captures/audit.db
+      convtap import flows.mitm body.sse
+    """
+    from addon.capture import CaptureError, import_files
+    from addon.mitm import ConvtapAddon
+
+    for path in files:
+        if not path.is_file():
+            fail(f"cannot read {path}: no such file")
+    addon = ConvtapAddon()
+    addon.open(str(db), redact=not no_redact, echo="off")
+    try:
+        total = sum(p.stat().st_size for p in files)
+        with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+            imported, skipped = import_files(list(files), addon, bar.update)
+    except CaptureError as exc:
+        fail(str(exc))
+    finally:
+        addon.done()
+    click.echo(f"imported {imported} flows into {db} ({skipped} already there)")
+
+
+@main.command()
+@db_option
+def reprocess(db: Path) -> None:
+    """Decode a capture again, from its raw events, with this version's decoder.
+
+    Flows and raw events stay; turns, messages, calls, returns and findings are rebuilt.
+    """
+    from addon.replay import reprocess_db
+    from addon.store import StoreError
+
+    try:
+        count = reprocess_db(db)
+    except StoreError as exc:
+        fail(str(exc))
+    click.echo(f"reprocessed {count} flows in {db}")
+
+
+@main.command()
+@db_option
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def calls(db: Path, fmt: str) -> None:
+    """The call ledger: one row per tool call, with its return and what became of it.
+
+    \b
+    Example:
+      convtap calls --db captures/capture.db
+    """
+    from addon.store import StoreError, call_ledger, connect
+
+    try:
+        rows = call_ledger(connect(db, create=False))
+    except StoreError as exc:
+        fail(str(exc))
+    for row in rows:
+        for key in ("answered", "accepted", "continued", "complete"):
+            row[key] = bool(row[key])
+    if fmt == "json":
+        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    click.echo(render_ledger(rows))
+
+
+def render_ledger(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no tool calls recorded"
+    header = ("tool", "call id", "conversation", "called at", "return id", "answered",
+              "accepted", "continued", "findings")  # fmt: skip
+    table = [header]
+    for r in rows:
+        called = (
+            time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
+        )
+        table.append((
+            r["recipient"], r["call_id"], r["conversation_id"] or "-", called,
+            r["return_id"] or "-", _yes(r["answered"]), _yes(r["accepted"]),
+            _yes(r["continued"]), str(r["findings"]),
+        ))  # fmt: skip
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
 
 
 if __name__ == "__main__":

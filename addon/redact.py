@@ -12,7 +12,9 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 PLACEHOLDER_PREFIX = "<redacted:"
 DEFAULT_KEY = b"convtap redaction v1"
@@ -32,6 +34,22 @@ SECRET_KEYS = frozenset(
         "x-conduit-token",
     }
 )
+
+
+# Headers kept in clear; every other header's value becomes a placeholder.
+HEADER_ALLOW_LIST = frozenset(
+    {
+        "accept", "accept-encoding", "accept-language", "cache-control", "connection",
+        "content-encoding", "content-length", "content-type", "date", "host", "origin",
+        "pragma", "referer", "server", "transfer-encoding", "user-agent", "vary",
+        "x-request-id", "openai-processing-ms", "openai-version", "sec-websocket-version",
+        "sec-websocket-extensions", "upgrade", "oai-language", "x-openai-target-path",
+        "x-openai-target-route", "cf-ray",
+    }
+)  # fmt: skip
+SECRET_QUERY_PARAMS = frozenset({"verify", "token", "access_token"})
+# Cheap test before parsing an event: text without any of these holds no secret key.
+_SECRET_HINTS = ("token", "challenge", "authorization", "cookie")
 
 
 def redaction_key() -> bytes:
@@ -63,6 +81,68 @@ class Redactor:
         if isinstance(value, list):
             return [self.json(item) for item in value]
         return value
+
+    def every_string(self, value: Any) -> Any:
+        """For bodies that are secret through and through (the sentinel exchange): every string
+        value becomes a placeholder; the structure, numbers and booleans stay."""
+        if isinstance(value, dict):
+            return {key: self.every_string(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.every_string(item) for item in value]
+        if isinstance(value, str) and not _is_placeholder(value):
+            return self.placeholder(value)
+        return value
+
+    def text(self, data: str) -> str:
+        """JSON text (an SSE event's data, a WebSocket frame) with its secrets replaced; the text
+        is returned as it was when it holds none, so raw events stay byte for byte."""
+        if not any(hint in data for hint in _SECRET_HINTS):
+            return data
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return data
+        redacted = self.json(value)
+        return data if redacted == value else json.dumps(redacted, ensure_ascii=False)
+
+    def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [
+            (name, value if name.lower() in HEADER_ALLOW_LIST else self.placeholder(value))
+            for name, value in headers
+        ]
+
+    def url(self, url: str) -> str:
+        """A URL whose secret query parameters (the WebSocket `verify` token) are replaced."""
+        parts = urlsplit(url)
+        if not parts.query:
+            return url
+        query = [
+            (k, self.placeholder(v) if k.lower() in SECRET_QUERY_PARAMS else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        return urlunsplit(parts._replace(query=urlencode(query, safe="<>:")))
+
+
+class ClearText(Redactor):
+    """--no-redact: everything is kept as it came."""
+
+    def placeholder(self, secret: str | bytes) -> str:
+        return secret if isinstance(secret, str) else secret.decode("utf-8", "replace")
+
+    def json(self, value: Any) -> Any:
+        return value
+
+    def every_string(self, value: Any) -> Any:
+        return value
+
+    def text(self, data: str) -> str:
+        return data
+
+    def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        return list(headers)
+
+    def url(self, url: str) -> str:
+        return url
 
 
 def _is_secret_key(key: object) -> bool:

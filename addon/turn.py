@@ -8,12 +8,12 @@ decoded messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from addon.delta import DeltaDecoder, Update, loads
-from addon.sse import SSEParser
+from addon.sse import SSEEvent, SSEParser
 from addon.wsturn import TurnTopicAssembler
 
 PROTOCOL = "f-conversation"
@@ -102,13 +102,18 @@ class TurnDecoder:
         self._parser: SSEParser | None = None
         self._ws: TurnTopicAssembler | None = None
 
-    def feed(self, chunk: bytes) -> list[Update]:
-        """Bytes of the current HTTP leg (a new leg starts after `end_leg`)."""
+    def feed(
+        self, chunk: bytes, on_event: Callable[[SSEEvent], object] | None = None
+    ) -> list[Update]:
+        """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_event` sees
+        every dispatched event before it is decoded (the recorder keeps them raw)."""
         if self._parser is None:
             self._parser = SSEParser()
             self.legs += 1
         updates: list[Update] = []
         for event in self._parser.feed(chunk):
+            if on_event is not None:
+                on_event(event)
             updates += self.decoder.feed(event)
         return updates
 
