@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXAMPLES := captures/examples/sse
 
 .PHONY: demo test lint bench goldens schemas clean
 
@@ -16,13 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	@for name in plain_answer alefita_way_call alefita_way_continuation legacy malformed; do \
-		echo; echo "=== convtap decode $(EXAMPLES)/$$name.sse"; \
-		$(BIN)/convtap decode $(EXAMPLES)/$$name.sse || exit 1; done
-	@echo; echo "=== convtap decode $(EXAMPLES)/resume_cut.sse $(EXAMPLES)/resume_cut.resume.sse"
-	@$(BIN)/convtap decode $(EXAMPLES)/resume_cut.sse $(EXAMPLES)/resume_cut.resume.sse
-	@echo; echo "=== convtap decode --ws $(EXAMPLES)/handoff_ws.frames.jsonl $(EXAMPLES)/handoff_ws.sse"
-	@$(BIN)/convtap decode --ws $(EXAMPLES)/handoff_ws.frames.jsonl $(EXAMPLES)/handoff_ws.sse
+	$(BIN)/convtap demo --db captures/demo.db
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -333,5 +333,90 @@ def _yes(value: bool) -> str:
     return "yes" if value else "no"
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
+@click.option(
+    "--scenario",
+    default="alefita_way",
+    show_default=True,
+    help="A name under captures/scenarios/ (plain, alefita_way, handoff, websocket, "
+    "resume) or a path to a scenario file.",
+)
+@click.option("--gzip", is_flag=True, help="Content-Encoding: gzip, flushed per event.")
+@click.option(
+    "--hold-after",
+    type=int,
+    metavar="N",
+    help="Hold each stream after N events until POST /_mock/go.",
+)
+@click.option("--die-after", type=int, metavar="N", help="Drop the connection after N events.")
+@click.option("--tls", is_flag=True, help="Serve HTTPS with a throw-away CA.")
+@click.option(
+    "--cert-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write that CA's certificate (PEM) for clients to trust.",
+)
+@click.option(
+    "--delay",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Pause between chunks.",
+)
+def mock(
+    host: str,
+    port: int,
+    scenario: str,
+    gzip: bool,
+    hold_after: int | None,
+    die_after: int | None,
+    tls: bool,
+    cert_file: Path | None,
+    delay: float,
+) -> None:
+    """Play the server's side on 127.0.0.1: prepare, sentinel, f/conversation, resume,
+    GET conversation/<id> and the user WebSocket, as a scenario says.
+
+    Like the real server it accepts any tool return; GET /_mock/received shows what it got.
+
+    \b
+    Example:
+      convtap mock --scenario alefita_way --port 9000
+      convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
+    """
+    from addon.mock import run
+    from addon.serverturn import ScenarioError
+
+    try:
+        run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
+            tls=tls, cert_file=cert_file, delay=delay)  # fmt: skip
+    except ScenarioError as exc:
+        fail(str(exc))
+
+
+@main.command()
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("captures") / "demo.db",
+    show_default=True,
+    help="Where the demo session is recorded (replaced on each run).",
+)
+def demo(db: Path) -> None:
+    """Run the main job end to end on 127.0.0.1: the mock, the recorder in front of it, the
+    reference client answering a tool call correctly and then wrongly; print the call ledger."""
+    from addon.demo import run_demo
+
+    rows = run_demo(db, click.echo)
+    for row in rows:
+        for key in ("answered", "accepted", "continued", "complete"):
+            row[key] = bool(row[key])
+    click.echo("== the call ledger (convtap calls --db " + str(db) + ")")
+    click.echo(render_ledger(rows))
+    click.echo(f"\nThe session is in {db.resolve()}")
+
+
 if __name__ == "__main__":
     main()

@@ -56,7 +56,6 @@ class Turn:
     client: str | None
     started_at: float
     decoder: TurnDecoder = field(default_factory=TurnDecoder)
-    echoed: set[str] = field(default_factory=set)
     ws_topic: str | None = None
 
 
@@ -79,6 +78,7 @@ class Recorder:
         self.open_turns: dict[str, Turn] = {}  # conversation id -> its turn still streaming
         self.topics: dict[str, Turn] = {}  # WebSocket turn topic -> the turn it continues
         self.known_calls: dict[str, str] = {}  # call id -> recipient, for the live lines
+        self.echoed: set[str] = set()  # calls already printed (history echoes repeat them)
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -281,8 +281,8 @@ class Recorder:
             "tool": call.tool, "arguments": dumps(self.redact.json(call.arguments)),
             "arguments_text": call.arguments_text, "complete": int(call.complete), "called_at": at,
         })  # fmt: skip
-        if call.complete and call.call_id not in turn.echoed:
-            turn.echoed.add(call.call_id)
+        if call.complete and call.call_id not in self.echoed:
+            self.echoed.add(call.call_id)
             self.echo(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
 
     def _persist(self, turn: Turn, at: float) -> None:

@@ -62,23 +62,39 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
     turn["app_attest_challenge"] = SECRETS["challenge"]
     ret = tool_return()
     ret["app_attest_challenge"] = SECRETS["challenge"]  # reused, as a buggy client would
+    sentinel = {
+        "token": SECRETS["sentinel_token"],
+        "prepare_token": SECRETS["prepare_token"],
+        "proofofwork": {"required": True, "seed": SECRETS["proof_seed"], "difficulty": "0fffff"},
+        "turnstile": {"required": True, "dx": SECRETS["turnstile"]},
+    }
+    api = "/backend-api/"
+    headers = {
+        "openai_sentinel_chat_requirements_token": SECRETS["sentinel_header"],
+        "openai_sentinel_proof_token": SECRETS["proof_header"],
+        "x_conduit_token": SECRETS["conduit"],
+    }
+    prepare = {"action": "next", "client_prepare_state": "sent"}
     flows = [
-        tflow.tflow(req=request("/backend-api/sentinel/chat-requirements/prepare", {"p": SECRETS["proof_header"]}),
-                    resp=json_response({"token": SECRETS["sentinel_token"], "prepare_token": SECRETS["prepare_token"],
-                                        "proofofwork": {"required": True, "seed": SECRETS["proof_seed"], "difficulty": "0fffff"},
-                                        "turnstile": {"required": True, "dx": SECRETS["turnstile"]}})),
-        tflow.tflow(req=request("/backend-api/f/conversation/prepare", {"action": "next", "client_prepare_state": "sent"}),
-                    resp=json_response({"status": "ok", "conduit_token": SECRETS["conduit"]})),
-        tflow.tflow(req=request("/backend-api/f/conversation", turn,
-                                openai_sentinel_chat_requirements_token=SECRETS["sentinel_header"],
-                                openai_sentinel_proof_token=SECRETS["proof_header"],
-                                x_conduit_token=SECRETS["conduit"]),
-                    resp=sse_response()),
-        tflow.tflow(req=request("/backend-api/f/conversation/resume", {"conversation_id": "c", "offset": 3},
-                                x_conduit_token=SECRETS["conduit"]),
-                    resp=sse_response()),
-        tflow.tflow(req=request("/backend-api/f/conversation", ret), resp=sse_response()),
-    ]  # fmt: skip
+        tflow.tflow(
+            req=request(api + "sentinel/chat-requirements/prepare", {"p": SECRETS["proof_header"]}),
+            resp=json_response(sentinel),
+        ),
+        tflow.tflow(
+            req=request(api + "f/conversation/prepare", prepare),
+            resp=json_response({"status": "ok", "conduit_token": SECRETS["conduit"]}),
+        ),
+        tflow.tflow(req=request(api + "f/conversation", turn, **headers), resp=sse_response()),
+        tflow.tflow(
+            req=request(
+                api + "f/conversation/resume",
+                {"conversation_id": "c", "offset": 3},
+                x_conduit_token=SECRETS["conduit"],
+            ),
+            resp=sse_response(),
+        ),
+        tflow.tflow(req=request(api + "f/conversation", ret), resp=sse_response()),
+    ]
     ws = tflow.twebsocketflow()
     ws.request.path = f"/backend-api/ws/user/user-1?verify={SECRETS['verify']}"
     ws.websocket.messages = [  # type: ignore[union-attr]

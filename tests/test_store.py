@@ -82,7 +82,7 @@ def test_canned_queries_run_on_a_capture(tmp_path: Path) -> None:
     queries = metadata["databases"]["capture"]["queries"]
     assert {"open_calls", "returns_per_client", "findings_by_rule"} <= set(queries)
     db = connect(tmp_path / "capture.db")
-    for name, query in queries.items():
+    for query in queries.values():
         params = {"q": "alefita"} if ":q" in query["sql"] else {}
         db.execute(query["sql"], params).fetchall()  # raises on a broken query
     db.conn.close()
