@@ -292,19 +292,26 @@ def calls(db: Path, fmt: str) -> None:
     Example:
       convtap calls --db captures/capture.db
     """
-    from addon.store import StoreError, call_ledger, connect
+    from addon.store import StoreError
 
     try:
-        rows = call_ledger(connect(db, create=False))
+        rows = call_ledger_rows(db)
     except StoreError as exc:
         fail(str(exc))
-    for row in rows:
-        for key in ("answered", "accepted", "continued", "complete"):
-            row[key] = bool(row[key])
     if fmt == "json":
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     click.echo(render_ledger(rows))
+
+
+def call_ledger_rows(db: Path) -> list[dict[str, Any]]:
+    from addon.store import call_ledger, connect
+
+    rows = call_ledger(connect(db, create=False))
+    for row in rows:
+        for key in ("answered", "accepted", "continued", "complete"):
+            row[key] = bool(row[key])
+    return rows
 
 
 def render_ledger(rows: list[dict[str, Any]]) -> str:
@@ -331,6 +338,99 @@ def render_ledger(rows: list[dict[str, Any]]) -> str:
 
 def _yes(value: bool) -> str:
     return "yes" if value else "no"
+
+
+@main.command()
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "junit", "sarif", "github"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "never"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding at or above this severity exists.",
+)
+@click.option(
+    "--rule", "rules", multiple=True, metavar="ID", help="Report only these rules (repeatable)."
+)
+def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
+    """Check every tool return in a capture against the contract and report the findings.
+
+    Exit 0 when no finding is at or above --fail-on, 1 when there is one, 2 on bad usage or an
+    unreadable database. The findings table of the database is rewritten with what it finds.
+
+    \b
+    Example:
+      convtap audit --db captures/capture.db
+      convtap audit --format sarif > convtap.sarif      # for code scanning
+      convtap audit --format github --fail-on warning   # in a GitHub workflow
+    """
+    from addon.audit import run_audit
+    from addon.report import render
+    from addon.rules import SEVERITIES, registry
+    from addon.store import StoreError
+
+    unknown = sorted(set(rules) - set(registry()))
+    if unknown:
+        fail(f"unknown rule {', '.join(unknown)} (see `convtap rules`)")
+    try:
+        result = run_audit(db, set(rules) or None)
+    except StoreError as exc:
+        fail(str(exc))
+    output = render(result, fmt, str(db))
+    if output:
+        click.echo(output)
+    if fail_on != "never":
+        worst = SEVERITIES.index(fail_on)
+        if any(SEVERITIES.index(f.severity) <= worst for f in result.findings):
+            sys.exit(1)
+
+
+@main.command("rules")
+@click.argument("rule_id", required=False, metavar="[ID]")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def rules_(rule_id: str | None, fmt: str) -> None:
+    """List the contract rules, or explain one.
+
+    \b
+    Example:
+      convtap rules
+      convtap rules return-call-id
+    """
+    from dataclasses import asdict
+
+    from addon.rules import registry
+
+    table = registry()
+    if rule_id is not None and rule_id not in table:
+        fail(f"unknown rule {rule_id} (see `convtap rules`)")
+    if fmt == "json":
+        if rule_id is not None:
+            click.echo(json.dumps(asdict(table[rule_id]), ensure_ascii=False, indent=2))
+        else:
+            listing = [{"id": r.id, "severity": r.severity, "summary": r.summary}
+                       for r in table.values()]  # fmt: skip
+            click.echo(json.dumps(listing, ensure_ascii=False, indent=2))
+        return
+    if rule_id is None:
+        width = max(map(len, table))
+        for rule in table.values():
+            click.echo(f"{rule.id:<{width}}  {rule.severity:<7}  {rule.summary}")
+        return
+    rule = table[rule_id]
+    click.echo(f"{rule.id} ({rule.severity}): {rule.summary}\n")
+    click.echo(rule.explanation.strip() + "\n")
+    click.echo(f"Seed: {rule.seed}\n")
+    click.echo(f"Bad:  {json.dumps(json.loads(rule.bad), ensure_ascii=False)}")
+    click.echo(f"Good: {json.dumps(json.loads(rule.good), ensure_ascii=False)}")
 
 
 @main.command()
@@ -409,12 +509,15 @@ def demo(db: Path) -> None:
     reference client answering a tool call correctly and then wrongly; print the call ledger."""
     from addon.demo import run_demo
 
-    rows = run_demo(db, click.echo)
-    for row in rows:
-        for key in ("answered", "accepted", "continued", "complete"):
-            row[key] = bool(row[key])
-    click.echo("== the call ledger (convtap calls --db " + str(db) + ")")
-    click.echo(render_ledger(rows))
+    run_demo(db, click.echo)
+    from addon.audit import run_audit
+    from addon.report import render
+
+    result = run_audit(db)
+    click.echo(f"== the audit (convtap audit --db {db})")
+    click.echo(render(result, "text", str(db)))
+    click.echo(f"\n== the call ledger (convtap calls --db {db})")
+    click.echo(render_ledger(call_ledger_rows(db)))
     click.echo(f"\nThe session is in {db.resolve()}")
 
 

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from addon.refclient import RefClient
-from addon.store import call_ledger, connect
 
 LISTENING = re.compile(r"listening at (https?://)?[\d.]+:(\d+)")
 
@@ -59,7 +58,7 @@ def service(args: list[str], name: str, echo: Callable[[str], None]) -> Iterator
         reader.join(5)
 
 
-def run_demo(db: Path, echo: Callable[[str], None] = print) -> list[dict[str, object]]:
+def run_demo(db: Path, echo: Callable[[str], None] = print) -> None:
     if db.exists():
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -76,4 +75,3 @@ def run_demo(db: Path, echo: Callable[[str], None] = print) -> list[dict[str, ob
                 echo(f"   return {summary.return_id}, accepted by the server: {summary.accepted}")
                 echo(f"   continuation: {summary.continuation_text}")
     echo("")
-    return call_ledger(connect(db, create=False))

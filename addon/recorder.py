@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from addon.delta import Update
 from addon.redact import Redactor
+from addon.rules import Auditor, Call, Finding
 from addon.session import (
     TurnRequest,
     conversation_nodes,
@@ -79,6 +80,7 @@ class Recorder:
         self.topics: dict[str, Turn] = {}  # WebSocket turn topic -> the turn it continues
         self.known_calls: dict[str, str] = {}  # call id -> recipient, for the live lines
         self.echoed: set[str] = set()  # calls already printed (history echoes repeat them)
+        self.auditor = Auditor()  # the contract rules, checked as the session happens
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -93,6 +95,9 @@ class Recorder:
         conversation_id = body.get("conversation_id") if isinstance(body, dict) else None
         if kind == "conversation":
             state.turn = self._start_turn(ex, read_turn_request(body), client)
+            self._report(self.auditor.request(ex.id, self.redact.json(body), ex.started_at))
+        elif kind == "prepare" and isinstance(conversation_id, str):
+            self.auditor.prepare(conversation_id, ex.started_at)
         elif kind == "resume" and isinstance(conversation_id, str):
             state.turn = self.open_turns.get(conversation_id)
         self.sink.put("upsert", "flows", {
@@ -120,15 +125,17 @@ class Recorder:
         turn = state.turn
         assert turn is not None
         at = time.time() if at is None else at
-
-        def keep(event: SSEEvent) -> None:
+        events: list[SSEEvent] = []
+        updates = turn.decoder.feed(data, events.append)
+        if events:
+            # Raw events are kept one row per network chunk: what the chunk completed, as SSE
+            # text that `reprocess` feeds to the decoder again (redacted event by event).
             self.sink.put("insert", "events", {
-                "flow_id": flow_id, "seq": state.seq, "at": at, "event": event.event,
-                "data": self.redact.text(event.data),
+                "flow_id": flow_id, "seq": state.seq, "at": at, "event": "sse",
+                "count": len(events), "data": self.redact.sse(events),
             })  # fmt: skip
             state.seq += 1
-
-        self._updates(turn, turn.decoder.feed(data, keep), at)
+        self._updates(turn, updates, at)
 
     def response_end(
         self,
@@ -177,7 +184,8 @@ class Recorder:
         at = time.time() if at is None else at
         self.sink.put("insert", "events", {
             "flow_id": flow_id, "seq": state.seq, "at": at,
-            "event": "ws:client" if from_client else "ws:server", "data": self.redact.text(text),
+            "event": "ws:client" if from_client else "ws:server", "count": 1,
+            "data": self.redact.text(text),
         })  # fmt: skip
         state.seq += 1
         if from_client:
@@ -195,6 +203,7 @@ class Recorder:
 
     def close(self) -> None:
         """Shutdown or end of import: write what every unfinished turn holds."""
+        self._report(self.auditor.finish())
         for turn in {id(t): t for t in [*self.open_turns.values(), *self.topics.values()]}.values():
             turn.decoder.close()
             self._persist(turn, time.time())
@@ -263,6 +272,7 @@ class Recorder:
         content = message.get("content") or {}
         conversation_id = turn.decoder.decoder.conversation_id or turn.request.conversation_id
         redacted = self.redact.json(message)
+        self.auditor.seen(conversation_id, [message["id"]])
         self.sink.put("upsert", "messages", {
             "id": message["id"], "conversation_id": conversation_id, "turn_id": turn.id,
             "role": author.get("role"), "name": author.get("name"),
@@ -284,6 +294,19 @@ class Recorder:
         if call.complete and call.call_id not in self.echoed:
             self.echoed.add(call.call_id)
             self.echo(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
+            self._report(self.auditor.call(Call(
+                call.call_id, call.recipient, call.kind, call.tool, call.arguments,
+                call.arguments_text, conversation_id, turn.id, at,
+            )))  # fmt: skip
+
+    def _report(self, findings: list[Finding]) -> None:
+        for finding in findings:
+            row = asdict(finding)
+            row["evidence"] = dumps(row["evidence"])
+            row["created_at"] = time.time()
+            self.sink.put("insert", "findings", row)
+            where = finding.call_id or finding.return_id or finding.flow_id
+            self.echo(f"finding {finding.severity:<7} {finding.rule}  {finding.message}  ({where})")
 
     def _persist(self, turn: Turn, at: float) -> None:
         d = turn.decoder.decoder

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from addon.sse import SSEEvent, format_event
+
 PLACEHOLDER_PREFIX = "<redacted:"
 DEFAULT_KEY = b"convtap redaction v1"
 
@@ -48,8 +50,8 @@ HEADER_ALLOW_LIST = frozenset(
     }
 )  # fmt: skip
 SECRET_QUERY_PARAMS = frozenset({"verify", "token", "access_token"})
-# Cheap test before parsing an event: text without any of these holds no secret key.
-_SECRET_HINTS = ("token", "challenge", "authorization", "cookie")
+# Cheap test before parsing: JSON text without any of these holds no secret key.
+_SECRET_HINTS = ('token"', "challenge", "authorization", "cookie")
 
 
 def redaction_key() -> bytes:
@@ -105,6 +107,13 @@ class Redactor:
         redacted = self.json(value)
         return data if redacted == value else json.dumps(redacted, ensure_ascii=False)
 
+    def sse(self, events: list[SSEEvent]) -> str:
+        """Events as SSE text, each event's data redacted (one scan when none holds a secret)."""
+        text = "".join(map(format_event, events))
+        if not any(hint in text for hint in _SECRET_HINTS):
+            return text
+        return "".join(format_event(e._replace(data=self.text(e.data))) for e in events)
+
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return [
             (name, value if name.lower() in HEADER_ALLOW_LIST else self.placeholder(value))
@@ -137,6 +146,9 @@ class ClearText(Redactor):
 
     def text(self, data: str) -> str:
         return data
+
+    def sse(self, events: list[SSEEvent]) -> str:
+        return "".join(map(format_event, events))
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return list(headers)

@@ -15,11 +15,6 @@ from addon.redact import ClearText
 from addon.store import Writer, clear_derived, connect, iter_events, iter_flows
 
 
-def sse_text(event: str, data: str) -> bytes:
-    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
-    return (f"event: {event}\n{lines}\n" if event != "message" else f"{lines}\n").encode()
-
-
 def reprocess_db(path: Path) -> int:
     db = connect(path, create=False)
     flows = list(iter_flows(db))
@@ -57,8 +52,7 @@ def replay_flow(recorder: Recorder, flow: dict[str, Any], events: list[dict[str,
         return
     if recorder.response_headers(flow["id"], response_headers):
         for event in events:
-            recorder.response_chunk(flow["id"], sse_text(event["event"], event["data"]),
-                                    event["at"])  # fmt: skip
+            recorder.response_chunk(flow["id"], event["data"].encode(), event["at"])
         if flow["outcome"] == "truncated":  # the cut event was never kept: end inside one again
             recorder.response_chunk(flow["id"], b"data: ", flow["ended_at"])
         response_body = None

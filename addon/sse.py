@@ -22,6 +22,12 @@ class SSEEvent(NamedTuple):
     data: str
 
 
+def format_event(event: SSEEvent) -> str:
+    """An event as SSE text that parses back to the same event (the inverse of the parser)."""
+    lines = "".join(f"data: {line}\n" for line in event.data.split("\n"))
+    return lines + "\n" if event.event == "message" else f"event: {event.event}\n{lines}\n"
+
+
 class SSEParser:
     """Feed bytes with `feed`, get the events completed so far; `close` at the end of the body.
 

@@ -56,7 +56,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         "id",
     ),
     "events": (
-        {"flow_id": str, "seq": int, "at": float, "event": str, "data": str},
+        {"flow_id": str, "seq": int, "at": float, "event": str, "count": int, "data": str},
         ("flow_id", "seq"),
     ),
     "turns": (
@@ -377,6 +377,36 @@ def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
 
 def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:
     yield from db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id])
+
+
+def audit_timeline(db: sqlite_utils.Database) -> Iterator[tuple[float, int, str, dict[str, Any]]]:
+    """What `convtap audit` replays, in time order: (at, order, kind, row). At the same instant a
+    prepare comes first, then calls, requests, and the message ids the streams showed."""
+    queries = [
+        (0, "prepare", "SELECT started_at AS at, request_body FROM flows WHERE kind = 'prepare'"),
+        (1, "call", "SELECT called_at AS at, * FROM tool_calls WHERE protocol = 'f-conversation'"),
+        (2, "request", "SELECT started_at AS at, id, request_body FROM flows "
+                       "WHERE kind = 'conversation'"),
+        (3, "seen", "SELECT first_seen_at AS at, id, conversation_id FROM messages"),
+    ]  # fmt: skip
+    rows: list[tuple[float, int, str, dict[str, Any]]] = []
+    for order, kind, sql in queries:
+        rows += [(row["at"] or 0.0, order, kind, row) for row in db.query(sql)]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    yield from rows
+
+
+def count_calls(db: sqlite_utils.Database) -> int:
+    return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
+
+
+def replace_findings(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> None:
+    with db.conn:
+        db.execute("DELETE FROM findings")
+        if rows:
+            columns = tuple(rows[0])
+            db.conn.executemany(insert_sql("insert", "findings", columns),
+                                [tuple(r.values()) for r in rows])  # fmt: skip
 
 
 DERIVED = (

@@ -147,7 +147,7 @@ def test_client_abort_mid_stream(tmp_path: Path) -> None:
         ((outcome,),) = proxy.rows("SELECT outcome FROM flows")
         assert "disconnect" in outcome.lower() or "closed" in outcome.lower()
         assert proxy.rows("SELECT done FROM turns") == [(0,)]
-        assert proxy.rows("SELECT count(*) FROM events")[0][0] >= 1
+        assert proxy.rows("SELECT sum(count) FROM events")[0][0] >= 1
 
 
 def test_upstream_dies_mid_stream(tmp_path: Path) -> None:
@@ -164,7 +164,7 @@ def test_upstream_dies_mid_stream(tmp_path: Path) -> None:
         assert wait_for(lambda: proxy.rows("SELECT outcome FROM flows WHERE outcome IS NOT NULL"))
         proxy.stop()
         assert proxy.rows("SELECT done FROM turns") == [(0,)]
-        assert proxy.rows("SELECT count(*) FROM events")[0][0] == 6
+        assert proxy.rows("SELECT sum(count) FROM events")[0][0] == 6
 
 
 def test_kill_9_mid_stream_leaves_a_database_that_opens(tmp_path: Path) -> None:
@@ -175,14 +175,14 @@ def test_kill_9_mid_stream_leaves_a_database_that_opens(tmp_path: Path) -> None:
         conn, response = post_stream(proxy.port, CONVERSATION, user_turn())
         read_until(response, b"\n\n", bytearray())
         assert mock.wait_held(1)
-        assert wait_for(lambda: proxy.rows("SELECT count(*) FROM events")[0][0] == 8)
+        assert wait_for(lambda: proxy.rows("SELECT sum(count) FROM events")[0][0] == 8)
         os.kill(proxy.process.pid, signal.SIGKILL)
         proxy.process.wait(10)
         mock.go()
         conn.close()
         with sqlite3.connect(proxy.db) as db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-            assert db.execute("SELECT count(*) FROM events").fetchone() == (8,)
+            assert db.execute("SELECT sum(count) FROM events").fetchone() == (8,)
             assert db.execute("SELECT kind FROM flows").fetchall() == [("conversation",)]
 
 
