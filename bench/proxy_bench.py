@@ -270,7 +270,7 @@ def recorded(db: Path) -> tuple[int, int]:
     """(flows, events) the addon wrote, read after its process stopped."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
         flows = conn.execute("SELECT count(*) FROM flows").fetchone()[0]
-        events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        events = conn.execute("SELECT coalesce(sum(count), 0) FROM events").fetchone()[0]
     return int(flows), int(events)
 
 
