@@ -8,6 +8,7 @@ stream callable is sync, never raises and returns its input unchanged; finalisin
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import sys
@@ -24,8 +25,9 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 
 from addon.recorder import Exchange, Recorder
-from addon.redact import ClearText, Redactor
+from addon.session import endpoint_kind
 from addon.store import DEFAULT_DB, Writer
+from addon.worker import LocalRecorder, RecorderClient
 
 log = logging.getLogger("convtap")
 
@@ -74,7 +76,7 @@ def _one_decompressor(encoding: str) -> Callable[[bytes], bytes]:
 
 
 class Tap:
-    """`flow.response.stream`: returns each chunk unchanged, feeds a copy to the recorder."""
+    """`flow.response.stream`: returns each chunk unchanged, hands a copy to the recorder."""
 
     def __init__(self, addon: ConvtapAddon, flow: http.HTTPFlow) -> None:
         self.addon, self.flow_id = addon, flow.id
@@ -90,7 +92,7 @@ class Tap:
             try:
                 plain = self.decode(data)
                 if plain:
-                    self.addon.recorder.response_chunk(self.flow_id, plain)
+                    self.addon.backend.chunk(self.flow_id, plain, time.time())
             except Exception as exc:  # never break the client's stream
                 self.fail(exc)
         return data
@@ -100,10 +102,13 @@ class Tap:
         self.addon.failure(self.flow_id, exc)
 
 
+Backend = LocalRecorder | RecorderClient
+
+
 class ConvtapAddon:
     def __init__(self) -> None:
-        self.writer: Writer | None = None
-        self._recorder: Recorder | None = None
+        self._backend: Backend | None = None
+        self.kinds: dict[str, str] = {}  # flow id -> endpoint kind, for the flows we record
         self.tapped: set[str] = set()
         self.ws_trim = False
 
@@ -122,57 +127,80 @@ class ConvtapAddon:
             "convtap_ws_trim", bool, False,
             "convtap: drop WebSocket messages from mitmproxy's memory once recorded.",
         )  # fmt: skip
+        loader.add_option(
+            "convtap_worker", bool, True,
+            "convtap: decode and store in a separate process (off: in mitmproxy's own).",
+        )  # fmt: skip
 
     def configure(self, updated: set[str]) -> None:
         self.ws_trim = ctx.options.convtap_ws_trim
-        if self._recorder is None or updated & {"convtap_db", "convtap_redact", "convtap_echo"}:
-            self.open(ctx.options.convtap_db, ctx.options.convtap_redact, ctx.options.convtap_echo)
+        options = {"convtap_db", "convtap_redact", "convtap_echo", "convtap_worker"}
+        if self._backend is None or updated & options:
+            o = ctx.options
+            self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
 
-    def open(self, db: str, redact: bool = True, echo: str = "log") -> None:
+    def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = False) -> None:
+        """Start recording into `db`: in a worker process, or in this one (import, tests)."""
         self.done()
         if not redact:
             log.warning("convtap: redaction is OFF: secrets are stored in clear in %s", db)
-        self.writer = Writer(db)
-        self._recorder = Recorder(self.writer, Redactor() if redact else ClearText(), _echo(echo))
+        backend = RecorderClient if worker else LocalRecorder
+        self._backend = backend(db, redact=redact, echo=echo)
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:  # added without options (embedding): use the defaults
+            self.open(str(DEFAULT_DB))
+        assert self._backend is not None
+        return self._backend
+
+    @property
+    def writer(self) -> Writer | None:
+        """The in-process writer (import uses it to know the database)."""
+        return self._backend.writer if isinstance(self._backend, LocalRecorder) else None
 
     @property
     def recorder(self) -> Recorder:
-        if self._recorder is None:  # added without options (embedding): use the defaults
-            self.open(str(DEFAULT_DB))
-        assert self._recorder is not None
-        return self._recorder
+        backend = self.backend
+        assert isinstance(backend, LocalRecorder), "the recorder runs in the worker process"
+        return backend.recorder
 
     def running(self) -> None:
         if ctx.options.convtap_echo == "stdout":
             print(banner(), flush=True)
 
     def done(self) -> None:
-        if self._recorder is not None:
-            self._recorder.close()
-        if self.writer is not None:
-            self.writer.close()
-        self.writer, self._recorder = None, None
+        if self._backend is not None:
+            self._backend.close()
+        self._backend = None
 
     # -- HTTP ------------------------------------------------------------------------------------
 
     def request(self, flow: http.HTTPFlow) -> None:
         try:
             req = flow.request
+            kind = endpoint_kind(req.method, req.path)
+            if kind is None:
+                return  # not ours: it passes untouched and unrecorded
+            self.kinds[flow.id] = kind
             exchange = Exchange(
                 id=flow.id, method=req.method, url=req.pretty_url, host=req.pretty_host,
                 path=req.path, headers=list(req.headers.items(multi=True)),
                 body=req.get_content(strict=False), started_at=req.timestamp_start,
                 source="live" if flow.live else "import",
             )  # fmt: skip
-            self.recorder.request(exchange)
+            self.backend.call("request", exchange)
         except Exception as exc:
             self.failure(flow.id, exc)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:
             assert flow.response is not None
+            if self.kinds.get(flow.id) not in ("conversation", "resume") or not flow.live:
+                return
             headers = list(flow.response.headers.items(multi=True))
-            if flow.live and self.recorder.response_headers(flow.id, headers):
+            if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+                self.backend.call("response_headers", flow.id, headers)
                 flow.response.stream = Tap(self, flow)
                 self.tapped.add(flow.id)
         except Exception as exc:
@@ -181,10 +209,15 @@ class ConvtapAddon:
     def response(self, flow: http.HTTPFlow) -> None:
         try:
             assert flow.response is not None
+            if self.kinds.get(flow.id) == "websocket":
+                return  # the 101 answer: the socket's messages follow
+            if self.kinds.pop(flow.id, None) is None:
+                return
             streamed = flow.id in self.tapped
             self.tapped.discard(flow.id)
-            self.recorder.response_end(
-                flow.id, flow.response.status_code,
+            self.backend.end_flow(flow.id)
+            self.backend.call(
+                "response_end", flow.id, flow.response.status_code,
                 list(flow.response.headers.items(multi=True)),
                 None if streamed else flow.response.get_content(strict=False),
                 "complete", flow.response.timestamp_end,
@@ -194,12 +227,15 @@ class ConvtapAddon:
 
     def error(self, flow: http.HTTPFlow) -> None:
         try:
+            if self.kinds.pop(flow.id, None) is None:
+                return
             self.tapped.discard(flow.id)
+            self.backend.end_flow(flow.id)
             response = flow.response
             message = flow.error.msg if flow.error else "error"
             headers = list(response.headers.items(multi=True)) if response else []
             status = response.status_code if response else None
-            self.recorder.response_end(flow.id, status, headers, None, message, time.time())
+            self.backend.call("response_end", flow.id, status, headers, None, message, time.time())
         except Exception as exc:
             self.failure(flow.id, exc)
 
@@ -207,10 +243,12 @@ class ConvtapAddon:
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         try:
+            if self.kinds.get(flow.id) != "websocket":
+                return
             assert flow.websocket is not None
             message = flow.websocket.messages[-1]
             text = message.content.decode("utf-8", "replace")
-            self.recorder.ws_message(flow.id, message.from_client, text, message.timestamp)
+            self.backend.call("ws_message", flow.id, message.from_client, text, message.timestamp)
             if self.ws_trim:
                 del flow.websocket.messages[:-1]  # never clear(): later addons read [-1]
         except Exception as exc:
@@ -218,7 +256,8 @@ class ConvtapAddon:
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         try:
-            self.recorder.ws_end(flow.id)
+            if self.kinds.pop(flow.id, None) == "websocket":
+                self.backend.call("ws_end", flow.id)
         except Exception as exc:
             self.failure(flow.id, exc)
 
@@ -226,8 +265,8 @@ class ConvtapAddon:
         """Our own failure: logged and recorded on the flow; the traffic goes on."""
         text = f"{type(exc).__name__}: {exc}"
         log.warning("convtap: failed on flow %s: %s", flow_id, text)
-        if self.writer is not None:
-            self.writer.put("upsert", "flows", {"id": flow_id, "failure": text[:2000]})
+        with contextlib.suppress(Exception):
+            self.backend.call("failure", flow_id, text)
 
 
 def banner() -> str:
@@ -256,14 +295,6 @@ def banner() -> str:
     )
     lines.append("  one line per tool call and tool return follows; Ctrl-C stops and flushes")
     return "\n".join(lines)
-
-
-def _echo(where: str) -> Callable[[str], None] | None:
-    if where == "stdout":
-        return lambda line: print(line, flush=True)
-    if where == "log":
-        return log.info
-    return None
 
 
 addons = [ConvtapAddon()]

@@ -121,9 +121,10 @@ class Recorder:
         return True
 
     def response_chunk(self, flow_id: str, data: bytes, at: float | None = None) -> None:
-        state = self.flows[flow_id]
-        turn = state.turn
-        assert turn is not None
+        state = self.flows.get(flow_id)
+        turn = state.turn if state is not None else None
+        if state is None or turn is None or not state.tapped:
+            return
         at = time.time() if at is None else at
         events: list[SSEEvent] = []
         updates = turn.decoder.feed(data, events.append)
@@ -174,6 +175,19 @@ class Recorder:
         })  # fmt: skip
         if state.kind != "websocket":
             del self.flows[flow_id]
+
+    def lost(self, flow_id: str, size: int) -> None:
+        """The proxy could not hand over `size` bytes of this flow's body (the recorder was too
+        far behind): say so on the flow and in the turn's decode errors."""
+        detail = f"the recorder fell behind: {size} bytes of this body were not recorded"
+        self.failure(flow_id, detail)
+        state = self.flows.get(flow_id)
+        if state is not None and state.turn is not None:
+            state.turn.decoder.decoder.record_error(-1, "recorder-overload", detail)
+
+    def failure(self, flow_id: str, detail: str) -> None:
+        """Our own failure on a flow, kept with it (the traffic went on)."""
+        self.sink.put("upsert", "flows", {"id": flow_id, "failure": detail[:2000]})
 
     # -- WebSocket -------------------------------------------------------------------------------
 

@@ -50,7 +50,8 @@ class Proxy:
                 self.process.wait(10)
 
     def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        with sqlite3.connect(self.db, timeout=10) as conn:
+        """Read the capture (read-only: the recorder may still be creating it)."""
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10) as conn:
             return conn.execute(sql, params).fetchall()
 
 
@@ -115,9 +116,13 @@ def read_all(response: http.client.HTTPResponse, received: bytearray) -> bytes:
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    """Poll until `predicate()` is true; a database not created yet counts as not yet."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return True
+        try:
+            if predicate():
+                return True
+        except sqlite3.Error:
+            pass
         time.sleep(0.05)
     return False

@@ -102,7 +102,7 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
                          "payload": {"token": SECRETS["resume_token"]}}]).encode()),
     ]  # fmt: skip
     with taddons.context(addon) as tctx:
-        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
         for flow in [*flows, ws]:
             asyncio.run(tctx.cycle(addon, flow))
         # everything above is in, and the WAL still holds it: look before the final checkpoint
