@@ -27,6 +27,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/decode_bench.py
+	$(BIN)/python bench/proxy_bench.py
+	$(BIN)/python bench/audit_bench.py
 
 goldens: $(STAMP)
 	$(BIN)/python -m tests.goldens --write

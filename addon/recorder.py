@@ -126,16 +126,17 @@ class Recorder:
         if state is None or turn is None or not state.tapped:
             return
         at = time.time() if at is None else at
-        events: list[SSEEvent] = []
-        updates = turn.decoder.feed(data, events.append)
-        if events:
-            # Raw events are kept one row per network chunk: what the chunk completed, as SSE
-            # text that `reprocess` feeds to the decoder again (redacted event by event).
+
+        def keep(text: bytes, events: list[SSEEvent]) -> None:
+            # Raw events are kept one row per network chunk: the SSE text of the events the
+            # chunk completed, which `reprocess` feeds to the decoder again (redacted).
             self.sink.put("insert", "events", {
                 "flow_id": flow_id, "seq": state.seq, "at": at, "event": "sse",
-                "count": len(events), "data": self.redact.sse(events),
+                "count": len(events), "data": self.redact.sse(text, events),
             })  # fmt: skip
             state.seq += 1
+
+        updates = turn.decoder.feed(data, keep)
         self._updates(turn, updates, at)
 
     def response_end(

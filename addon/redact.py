@@ -50,8 +50,9 @@ HEADER_ALLOW_LIST = frozenset(
     }
 )  # fmt: skip
 SECRET_QUERY_PARAMS = frozenset({"verify", "token", "access_token"})
-# Cheap test before parsing: JSON text without any of these holds no secret key.
-_SECRET_HINTS = ('token"', "challenge", "authorization", "cookie")
+# Cheap test before parsing: JSON text without any of these holds no secret key (a key is
+# followed by its colon; "cot_token" as a marker's value is not).
+_SECRET_HINTS = ('token":', 'challenge":', 'authorization":', 'cookie":')
 
 
 def redaction_key() -> bytes:
@@ -107,11 +108,12 @@ class Redactor:
         redacted = self.json(value)
         return data if redacted == value else json.dumps(redacted, ensure_ascii=False)
 
-    def sse(self, events: list[SSEEvent]) -> str:
-        """Events as SSE text, each event's data redacted (one scan when none holds a secret)."""
-        text = "".join(map(format_event, events))
-        if not any(hint in text for hint in _SECRET_HINTS):
-            return text
+    def sse(self, text: bytes, events: list[SSEEvent]) -> str:
+        """The SSE text of `events` as stored: as it came when it holds no secret, else the
+        events written again with their data redacted."""
+        raw = text.decode("utf-8", "replace")
+        if not any(hint in raw for hint in _SECRET_HINTS):
+            return raw
         return "".join(format_event(e._replace(data=self.text(e.data))) for e in events)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -147,8 +149,8 @@ class ClearText(Redactor):
     def text(self, data: str) -> str:
         return data
 
-    def sse(self, events: list[SSEEvent]) -> str:
-        return "".join(map(format_event, events))
+    def sse(self, text: bytes, events: list[SSEEvent]) -> str:
+        return text.decode("utf-8", "replace")
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return list(headers)

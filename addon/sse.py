@@ -35,9 +35,10 @@ class SSEParser:
     `close` reports them as a truncated event instead of dispatching them.
     """
 
-    __slots__ = ("_buf", "_closed", "_skip_lf", "_started")
+    __slots__ = ("_buf", "_closed", "_skip_lf", "_started", "consumed")
 
     def __init__(self) -> None:
+        self.consumed = b""  # what the last `feed` took in: the text of the events it returned
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
@@ -70,8 +71,9 @@ class SSEParser:
             scan_from = 0
         end = buf.rfind(b"\n\n", scan_from)
         if end < 0:
+            self.consumed = b""
             return []
-        block = bytes(buf[: end + 2])
+        block = self.consumed = bytes(buf[: end + 2])
         del buf[: end + 2]
         return _parse_block(block)
 

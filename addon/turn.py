@@ -103,17 +103,19 @@ class TurnDecoder:
         self._ws: TurnTopicAssembler | None = None
 
     def feed(
-        self, chunk: bytes, on_event: Callable[[SSEEvent], object] | None = None
+        self, chunk: bytes, on_events: Callable[[bytes, list[SSEEvent]], object] | None = None
     ) -> list[Update]:
-        """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_event` sees
-        every dispatched event before it is decoded (the recorder keeps them raw)."""
+        """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
+        the events this chunk completed, with the SSE text they came in (the recorder keeps
+        them raw), before they are decoded."""
         if self._parser is None:
             self._parser = SSEParser()
             self.legs += 1
+        events = self._parser.feed(chunk)
+        if on_events is not None and events:
+            on_events(self._parser.consumed, events)
         updates: list[Update] = []
-        for event in self._parser.feed(chunk):
-            if on_event is not None:
-                on_event(event)
+        for event in events:
             updates += self.decoder.feed(event)
         return updates
 

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-MAX_BACKLOG = 256 * 1024 * 1024
+MAX_BACKLOG = 32 * 1024 * 1024
+BATCH = 256  # messages the sender takes at a time
 _HEADER = struct.Struct("!I")
 
 
@@ -124,8 +125,7 @@ class RecorderClient:
             with self._ready:
                 while not self._items and not self._closing:
                     self._ready.wait()
-                batch = list(self._items)
-                self._items.clear()
+                batch = [self._items.popleft() for _ in range(min(BATCH, len(self._items)))]
                 closing = self._closing
             if not self.broken:
                 try:
