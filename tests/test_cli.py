@@ -125,3 +125,13 @@ def test_schemas_check_fails_when_stale(tmp_path: Path) -> None:
     assert first.name in proc.stderr.decode() and "Gone.json" in proc.stderr.decode()
     assert run("schemas", "--dir", str(stale)).returncode == 0
     assert run("schemas", "--check", "--dir", str(stale)).returncode == 0
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    from addon.cli import main
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [name for name in main.commands if f"convtap {name}" not in readme]
+    assert missing == []
+    assert readme.startswith("# convtap\n\n```sh\nmake demo")
+    assert "make test" in readme.split("```")[1]
