@@ -434,6 +434,69 @@ def rules_(rule_id: str | None, fmt: str) -> None:
 
 
 @main.command()
+@click.argument(
+    "captures", nargs=-1, metavar="A B", type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--against-schemas",
+    is_flag=True,
+    help="Compare one capture with the models in schemas/ instead (drift).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["breaking", "non-breaking", "any", "never"]),
+    default="breaking",
+    show_default=True,
+    help="Exit 1 when a change at or above this level exists (any: every level).",
+)
+def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: str) -> None:
+    """What changed in the protocol between capture A and capture B (databases, or anything
+    `convtap import` reads), or what a capture carries that the models do not know.
+
+    \b
+    Example:
+      convtap diff captures/examples/diff/older.har captures/examples/diff/newer.har
+      convtap diff --format json old.db new.db
+      convtap diff --against-schemas captures/capture.db
+    """
+    from addon.capture import CaptureError
+    from addon.diff import LEVELS, capture_shapes, compare, drift, render
+    from addon.store import StoreError
+
+    wanted = 1 if against_schemas else 2
+    if len(captures) != wanted:
+        fail(
+            f"diff takes {'one capture with --against-schemas' if wanted == 1 else 'two captures, A and B'}"
+        )
+    for path in captures:
+        if not path.is_file():
+            fail(f"cannot read {path}: no such file")
+    try:
+        shapes = [capture_shapes(path) for path in captures]
+    except (CaptureError, StoreError) as exc:
+        fail(str(exc))
+    if against_schemas:
+        changes = drift(shapes[0], SCHEMAS_DIR)
+        title = f"{captures[0]} against the models in schemas/"
+    else:
+        changes = compare(shapes[0], shapes[1])
+        title = f"{captures[0]} → {captures[1]}"
+    click.echo(render(changes, fmt, title))
+    if fail_on == "never":
+        return
+    levels = LEVELS if fail_on == "any" else LEVELS[: LEVELS.index(fail_on) + 1]
+    if any(c.level in levels for c in changes):
+        sys.exit(1)
+
+
+@main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
 @click.option(

@@ -396,6 +396,18 @@ def audit_timeline(db: sqlite_utils.Database) -> Iterator[tuple[float, int, str,
     yield from rows
 
 
+def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
+    """What shape inference reads, streamed: request bodies, final messages, raw events (in
+    order within each flow)."""
+    for row in db.query("SELECT kind, request_body, started_at FROM flows "
+                        "WHERE request_body IS NOT NULL"):  # fmt: skip
+        yield "request", row
+    for row in db.query("SELECT json, first_seen_at FROM messages"):
+        yield "message", row
+    for row in db.query("SELECT flow_id, at, event, data FROM events ORDER BY flow_id, seq"):
+        yield "event", row
+
+
 def count_calls(db: sqlite_utils.Database) -> int:
     return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
 
