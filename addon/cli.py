@@ -472,9 +472,7 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
 
     wanted = 1 if against_schemas else 2
     if len(captures) != wanted:
-        fail(
-            f"diff takes {'one capture with --against-schemas' if wanted == 1 else 'two captures, A and B'}"
-        )
+        fail("diff takes two captures, A and B (or one with --against-schemas)")
     for path in captures:
         if not path.is_file():
             fail(f"cannot read {path}: no such file")
