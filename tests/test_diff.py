@@ -18,8 +18,13 @@ OLDER, NEWER = EXAMPLES / "older.har", EXAMPLES / "newer.har"
 
 
 def convtap(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "addon.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "addon.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +55,15 @@ def test_shapes_do_not_depend_on_the_order_of_flows(tmp_path: Path, older: Shape
 
 def test_the_worked_example(older: Shapes, newer: Shapes) -> None:
     changes = compare(older, newer)
-    assert checks(changes) == {"op-added", "type-changed", "path-removed", "enum-value-added",
-                               "kind-added", "path-added", "enum-value-removed"}  # fmt: skip
+    assert checks(changes) == {
+        "op-added",
+        "type-changed",
+        "path-removed",
+        "enum-value-added",
+        "kind-added",
+        "path-added",
+        "enum-value-removed",
+    }
     added = [c for c in changes if c.check == "enum-value-added"]
     assert [(c.kind, c.path, c.example) for c in added] == [
         ("event:message_marker", "marker", "first_visible_token")
@@ -106,8 +118,9 @@ def test_json_contract_and_exit_status() -> None:
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     assert out["summary"] == {"breaking": 3, "non-breaking": 4, "info": 2}
-    assert all(set(c) == {"check", "level", "kind", "path", "detail", "example"}
-               for c in out["changes"])  # fmt: skip
+    assert all(
+        set(c) == {"check", "level", "kind", "path", "detail", "example"} for c in out["changes"]
+    )
     assert convtap("diff", "--fail-on", "never", str(OLDER), str(NEWER)).returncode == 0
     assert convtap("diff", "--fail-on", "any", str(OLDER), str(OLDER)).returncode == 0
     assert convtap("diff", "--fail-on", "non-breaking", str(NEWER), str(OLDER)).returncode == 1
@@ -121,3 +134,13 @@ def test_markdown_and_against_schemas_from_the_command_line() -> None:
     drifted = convtap("diff", "--against-schemas", "--format", "json", str(NEWER))
     assert drifted.returncode == 1
     assert {c["check"] for c in json.loads(drifted.stdout)["changes"]} >= {"unknown-op"}
+
+
+def test_readme_lists_every_check_with_its_level() -> None:
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    documented = dict(
+        re.findall(r"^\| `([a-z-]+)` \| (breaking|non-breaking|info) \|", readme, re.M)
+    )
+    assert documented == {check: level for check, (level, _) in CHECKS.items()}

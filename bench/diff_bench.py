@@ -1,0 +1,111 @@
+"""Shape inference throughput and `convtap diff` time on two large captures.
+
+    python bench/diff_bench.py [--mb 100]
+
+Builds two capture databases of --mb MB of turns each (the decoder benchmark's traffic; the
+second with a new metadata field and a new marker value), then times `convtap diff A B` in a
+child process and reads that process's peak memory: it must stay far below the captures' size,
+since rows are streamed, never loaded whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from addon.recorder import Exchange
+from addon.worker import LocalRecorder
+from bench.decode_bench import generate
+
+SSE = [("content-type", "text/event-stream")]
+
+
+def build(path: Path, bodies: list[bytes]) -> int:
+    recorder = LocalRecorder(str(path), redact=True, echo="off")
+    events = 0
+    for n, body in enumerate(bodies):
+        flow = f"flow-{n}"
+        request = json.dumps({"action": "next", "messages": [], "model": "m"}).encode()
+        recorder.call(
+            "request",
+            Exchange(
+                flow,
+                "POST",
+                "https://x/backend-api/f/conversation",
+                "x",
+                "/backend-api/f/conversation",
+                [],
+                request,
+                float(n),
+            ),
+        )
+        recorder.call("response_headers", flow, SSE)
+        for i in range(0, len(body), 16384):
+            recorder.chunk(flow, body[i : i + 16384], float(n))
+        events += body.count(b"\n\n")
+        recorder.call("response_end", flow, 200, SSE, None, "complete", float(n))
+    recorder.close()
+    return events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mb", type=float, default=100.0)
+    args = parser.parse_args()
+    older = generate(args.mb)
+    newer = [
+        b.replace(
+            b'"finish_details": {"type": "stop"}',
+            b'"finish_details": {"type": "stop"}, "stop_reason": "end"',
+        ).replace(b'"marker": "cot_token"', b'"marker": "reasoning_token"')
+        for b in older
+    ]
+    size = sum(map(len, older)) / 1e6
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp) / "a.db", Path(tmp) / "b.db"
+        start = time.perf_counter()
+        events = build(a, older) + build(b, newer)
+        built = time.perf_counter() - start
+        db_mb = (a.stat().st_size + b.stat().st_size) / 1e6
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "addon.cli",
+                "diff",
+                "--format",
+                "json",
+                "--fail-on",
+                "never",
+                str(a),
+                str(b),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seconds = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    summary = json.loads(proc.stdout)["summary"]
+    print(
+        f"two captures of {size:.1f} MB of traffic each ({events:,} events in all; "
+        f"{db_mb:.0f} MB of databases, built in {built:.1f} s)"
+    )
+    print(
+        f"convtap diff A B: {seconds:.1f} s, {events / seconds:,.0f} events/s of shape "
+        f"inference, peak memory {peak:.0f} MB; changes: {summary}"
+    )
+    print(f"peak memory is {peak / db_mb:.2f}x the databases' size: rows are streamed")
+
+
+if __name__ == "__main__":
+    main()
