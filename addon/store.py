@@ -234,7 +234,8 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
             os.chmod(path, 0o600)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()  # a pending statement would make
+        # every later query of sqlite-utils fetch all its rows at once
         conn.execute("PRAGMA synchronous=NORMAL")
         db = sqlite_utils.Database(conn)
         version = _version(db)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -54,6 +53,26 @@ def build(path: Path, bodies: list[bytes]) -> int:
     return events
 
 
+def run_measured(args: list[str]) -> tuple[str, float]:
+    """Run a command; its output and its peak memory (VmHWM, polled: ru_maxrss would count
+    this process's memory, which the child shares until it execs)."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(args, stdout=out)
+        peak = 0.0
+        while proc.poll() is None:
+            try:
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) / 1024)
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            time.sleep(0.05)
+        if proc.wait() != 0:
+            raise RuntimeError(f"{args} failed")
+        out.seek(0)
+        return out.read().decode(), peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -76,26 +95,10 @@ def main() -> None:
         built = time.perf_counter() - start
         db_mb = (a.stat().st_size + b.stat().st_size) / 1e6
         start = time.perf_counter()
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "addon.cli",
-                "diff",
-                "--format",
-                "json",
-                "--fail-on",
-                "never",
-                str(a),
-                str(b),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        command = ["diff", "--format", "json", "--fail-on", "never", str(a), str(b)]
+        out, peak = run_measured([sys.executable, "-m", "addon.cli", *command])
         seconds = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    summary = json.loads(proc.stdout)["summary"]
+    summary = json.loads(out)["summary"]
     print(
         f"two captures of {size:.1f} MB of traffic each ({events:,} events in all; "
         f"{db_mb:.0f} MB of databases, built in {built:.1f} s)"
