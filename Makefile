@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/decode_bench.py
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/audit_bench.py
+	$(BIN)/python bench/diff_bench.py
 
 goldens: $(STAMP)
 	$(BIN)/python -m tests.goldens --write
