@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from addon.recorder import Exchange
-from addon.worker import LocalRecorder
-from bench.decode_bench import generate
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make the checkout's `bench` importable
+    sys.path.insert(0, str(ROOT))
+
+from addon.recorder import Exchange  # noqa: E402
+from addon.worker import LocalRecorder  # noqa: E402
+from bench.decode_bench import generate  # noqa: E402
 
 SSE = [("content-type", "text/event-stream")]
 
@@ -57,7 +62,8 @@ def run_measured(args: list[str]) -> tuple[str, float]:
     """Run a command; its output and its peak memory (VmHWM, polled: ru_maxrss would count
     this process's memory, which the child shares until it execs)."""
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(args, stdout=out)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(args, stdout=out, env=env)
         peak = 0.0
         while proc.poll() is None:
             try:
