@@ -44,6 +44,19 @@ def run_audit(path: Path, rules: set[str] | None = None) -> AuditResult:
                 findings += auditor.call(call_from_row(row))
             elif kind == "request":
                 findings += auditor.request(row["id"], _json(row["request_body"]), at)
+            elif kind == "responses-call":
+                call = {
+                    "type": row["recipient"],
+                    "item_id": row["item_id"],
+                    "call_id": row["call_id"],
+                    "name": row["tool"],
+                    "execution": "client",
+                }
+                findings += auditor.responses_response(
+                    row["turn_id"], row["conversation_id"], [call], at
+                )
+            elif kind == "responses-request":
+                findings += auditor.responses_request(row["id"], _json(row["request_body"]), at)
             else:
                 auditor.seen(row["conversation_id"], [row["id"]])
         findings += auditor.finish()

@@ -61,8 +61,17 @@ def read_input(name: str) -> bytes:
     metavar="FRAMES.jsonl",
     help="WebSocket frames, one frame's JSON text per line, continuing the turn.",
 )
+@click.option(
+    "--protocol",
+    type=click.Choice(["auto", "f-conversation", "responses"]),
+    default="auto",
+    show_default=True,
+    help="auto tells a Responses API stream from an f/conversation one.",
+)
 @click.argument("files", nargs=-1, required=True, metavar="FILE [FILE...]")
-def decode(fmt: str, no_redact: bool, ws_path: str | None, files: tuple[str, ...]) -> None:
+def decode(
+    fmt: str, no_redact: bool, ws_path: str | None, protocol: str, files: tuple[str, ...]
+) -> None:
     """Decode a raw f/conversation response body into messages, events and tool calls.
 
     Several FILEs are one turn: the f/conversation body, then its resume legs. `-` is stdin.
@@ -73,6 +82,19 @@ def decode(fmt: str, no_redact: bool, ws_path: str | None, files: tuple[str, ...
       convtap decode --format json body.sse resume.sse --ws frames.jsonl
     """
     bodies = [read_input(name) for name in files]
+    from addon.responses import decode_responses, looks_like_responses
+
+    if protocol == "responses" or (protocol == "auto" and looks_like_responses(bodies[0])):
+        decoded = decode_responses(bodies).result()
+        if no_redact:
+            click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
+        else:
+            decoded = Redactor().json(decoded)
+        if fmt == "json":
+            click.echo(json.dumps(decoded, ensure_ascii=False, indent=2))
+        else:
+            click.echo(render_responses(decoded))
+        return
     frames: list[str] = []
     if ws_path is not None:
         text = read_input(ws_path).decode("utf-8", "replace")
@@ -87,6 +109,27 @@ def decode(fmt: str, no_redact: bool, ws_path: str | None, files: tuple[str, ...
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     else:
         click.echo(render_turn(turn, result))
+
+
+def render_responses(result: dict[str, Any]) -> str:
+    """A decoded Responses API stream for people: its items, the client calls marked."""
+    lines = [
+        f"response {result['response_id'] or '-'} · {result['status'] or 'no status'} · "
+        f"{len(result['event_types'])} event types"
+    ]
+    for item in result["output_items"]:
+        name = item.get("name") or item.get("role") or ""
+        lines.append(
+            f"── {item.get('type')} {name} · id {item.get('id')}"
+            + (f" · call_id {item['call_id']}" if item.get("call_id") else "")
+        )
+    for call in result["tool_calls"]:
+        lines.append(
+            f"   ⚙ client call: {call['type']} {call['name'] or ''} "
+            f"call_id {call['call_id']} (item {call['item_id']})"
+        )
+    lines += [f"   error {e['event_index']}: {e['kind']}: {e['detail']}" for e in result["errors"]]
+    return "\n".join(lines)
 
 
 def render_turn(turn: TurnDecoder, result: dict[str, Any]) -> str:

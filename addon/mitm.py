@@ -196,7 +196,9 @@ class ConvtapAddon:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:
             assert flow.response is not None
-            if self.kinds.get(flow.id) not in ("conversation", "resume") or not flow.live:
+            if self.kinds.get(flow.id) not in ("conversation", "resume", "responses"):
+                return
+            if not flow.live:
                 return
             headers = list(flow.response.headers.items(multi=True))
             if flow.response.headers.get("content-type", "").startswith("text/event-stream"):

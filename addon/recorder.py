@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from addon.delta import Update
 from addon.redact import Redactor
+from addon.responses_recorder import ResponsesSide
 from addon.rules import Auditor, Call, Finding
 from addon.session import (
     TurnRequest,
@@ -81,6 +82,7 @@ class Recorder:
         self.known_calls: dict[str, str] = {}  # call id -> recipient, for the live lines
         self.echoed: set[str] = set()  # calls already printed (history echoes repeat them)
         self.auditor = Auditor()  # the contract rules, checked as the session happens
+        self.responses = ResponsesSide(self)  # the Responses API flows
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -98,6 +100,8 @@ class Recorder:
             self._report(self.auditor.request(ex.id, self.redact.json(body), ex.started_at))
         elif kind == "prepare" and isinstance(conversation_id, str):
             self.auditor.prepare(conversation_id, ex.started_at)
+        elif kind == "responses":
+            self.responses.request(ex.id, body, ex.started_at)
         elif kind == "resume" and isinstance(conversation_id, str):
             state.turn = self.open_turns.get(conversation_id)
         self.sink.put("upsert", "flows", {
@@ -115,7 +119,11 @@ class Recorder:
         """True when the response is a stream to tap: feed its bytes to `response_chunk`."""
         state = self.flows.get(flow_id)
         content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
-        if state is None or state.turn is None or not content_type.startswith("text/event-stream"):
+        if state is None or not content_type.startswith("text/event-stream"):
+            return False
+        if state.kind == "responses":
+            self.responses.start(flow_id)
+        elif state.turn is None:
             return False
         state.tapped = True
         return True
@@ -123,6 +131,9 @@ class Recorder:
     def response_chunk(self, flow_id: str, data: bytes, at: float | None = None) -> None:
         state = self.flows.get(flow_id)
         turn = state.turn if state is not None else None
+        if state is not None and state.kind == "responses" and state.tapped:
+            self.responses.chunk(flow_id, data, time.time() if at is None else at)
+            return
         if state is None or turn is None or not state.tapped:
             return
         at = time.time() if at is None else at
@@ -157,6 +168,10 @@ class Recorder:
         turn = state.turn
         is_sse = any(k.lower() == "content-type" and v.startswith("text/event-stream")
                      for k, v in headers)  # fmt: skip
+        if state.kind == "responses":
+            cut = self.responses.end(flow_id, None if state.tapped else body, at)
+            if cut and outcome == "complete":
+                outcome = cut
         if turn is not None and not state.tapped and is_sse and body is not None:
             state.tapped = True
             self.response_chunk(flow_id, body, at)

@@ -96,9 +96,9 @@ class ResponsesDecoder:
         items = [self._items[n] for n in sorted(self._items)]
         for item in items:  # a call whose .done never came: what its deltas said
             key = str(item.get("id"))
-            if item.get("type") == "function_call" and not item.get("arguments"):
-                if key in self._arguments:
-                    item["arguments"] = "".join(self._arguments[key])
+            missing = item.get("type") == "function_call" and not item.get("arguments")
+            if missing and key in self._arguments:
+                item["arguments"] = "".join(self._arguments[key])
         return items
 
     def tool_calls(self) -> list[dict[str, Any]]:

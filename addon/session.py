@@ -25,6 +25,8 @@ def endpoint_kind(method: str, path: str) -> str | None:
     """
     path = path.split("?", 1)[0].rstrip("/")
     if method == "POST":
+        if path.endswith("/responses"):  # /v1/responses, /backend-api/codex/responses
+            return "responses"
         if path in (API + "f/conversation", API + "conversation"):
             return "conversation"
         if path in (API + "f/conversation/prepare", API + "conversation/prepare"):

@@ -114,6 +114,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
             "arguments_text": str,
             "complete": int,
             "called_at": float,
+            "item_id": str,  # Responses API: the call item's own id (fc_...)
         },
         "call_id",
     ),
@@ -388,6 +389,10 @@ def audit_timeline(db: sqlite_utils.Database) -> Iterator[tuple[float, int, str,
         (1, "call", "SELECT called_at AS at, * FROM tool_calls WHERE protocol = 'f-conversation'"),
         (2, "request", "SELECT started_at AS at, id, request_body FROM flows "
                        "WHERE kind = 'conversation'"),
+        (1, "responses-call", "SELECT called_at AS at, * FROM tool_calls "
+                              "WHERE protocol = 'responses'"),
+        (2, "responses-request", "SELECT started_at AS at, id, request_body FROM flows "
+                                 "WHERE kind = 'responses'"),
         (3, "seen", "SELECT first_seen_at AS at, id, conversation_id FROM messages"),
     ]  # fmt: skip
     rows: list[tuple[float, int, str, dict[str, Any]]] = []

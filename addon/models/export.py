@@ -24,12 +24,24 @@ from addon.models.execution import (
     LocalExecutionTarget,
     RemoteExecutionTarget,
 )
+from addon.models.responses import (
+    CustomToolCall,
+    CustomToolCallOutput,
+    FunctionCall,
+    FunctionCallOutput,
+    ToolSearchCall,
+    ToolSearchOutput,
+)
 
 EXPORTED: tuple[type[BaseModel], ...] = (
     ConversationMessage,
     ConversationRequestBody,
+    CustomToolCall,
+    CustomToolCallOutput,
     ExecutionLocationFlags,
     FirstUserMessageMetadata,
+    FunctionCall,
+    FunctionCallOutput,
     HandoffParams,
     HandoffSignature,
     LocalExecutionTarget,
@@ -40,6 +52,8 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     RemoteExecutionTarget,
     ToolResultBody,
     ToolReturnMessage,
+    ToolSearchCall,
+    ToolSearchOutput,
 )
 
 

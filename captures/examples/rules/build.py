@@ -9,6 +9,7 @@ change each. `convtap import` reads them like any browser's HAR export.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import shutil
 import tomllib
@@ -308,13 +309,46 @@ PASS: dict[str, Callable[[Session], None]] = {
 }
 
 
+def responses_fixtures() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """The responses-* rules: (failing, passing) HAR sessions of the Responses API."""
+    spec = importlib.util.spec_from_file_location(
+        "responses_examples", EXAMPLES / "responses" / "build.py"
+    )
+    assert spec is not None and spec.loader is not None
+    r = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(r)
+    good = r.session(r.request(), r.answer())
+    bad_search = {
+        "type": "tool_search_output",
+        "call_id": r.TS_CALL,
+        "execution": "server",
+        "status": "completed",
+        "tools": [],
+    }
+    bad_tool = {"type": "file_search", "vector_store_ids": ["vs_1"], "max_num_results": 80}
+    return {
+        "responses-output-call-id": (r.session(r.request(), r.answer(fc_call_id=r.FC_ITEM)), good),
+        "responses-output-type": (r.session(r.request(), r.answer(output={"temp_c": 21})), good),
+        "responses-tool-search": (r.session(r.request(), r.answer(search=bad_search)), good),
+        "responses-tools-valid": (r.session(r.request([bad_tool]), r.answer()), good),
+        "responses-call-unanswered": (r.session(r.request(), None), good),
+    }
+
+
 def main() -> None:
     ids = [r["id"] for r in tomllib.loads(RULES.read_text())["rule"]]
-    assert set(ids) == set(FAIL), set(ids) ^ set(FAIL)
+    responses = responses_fixtures()
+    assert set(ids) == set(FAIL) | set(responses), set(ids) ^ (set(FAIL) | set(responses))
     for path in HERE.iterdir():
         if path.is_dir():
             shutil.rmtree(path)
-    for rule_id in ids:
+    for rule_id, (failing, passing) in responses.items():
+        folder = HERE / rule_id
+        folder.mkdir()
+        for name, har_data in (("fail", failing), ("pass", passing)):
+            text = json.dumps(har_data, ensure_ascii=False, indent=1) + "\n"
+            (folder / f"{name}.har").write_text(text)
+    for rule_id in FAIL:
         folder = HERE / rule_id
         folder.mkdir()
         for name, change in (("fail", FAIL[rule_id]), ("pass", PASS.get(rule_id))):

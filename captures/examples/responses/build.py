@@ -1,0 +1,215 @@
+"""Builds the Responses API examples: `python captures/examples/responses/build.py`.
+
+`function_call.sse` is a streamed response that asks the client for a `function_call` (its
+arguments streamed in deltas) and a client `tool_search_call`; `answer_ok.json` and
+`answer_item_id.json` are the next request's bodies, answered correctly and with the item id in
+place of the call id. `session(...)` also builds the HAR sessions of the responses-* rules.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESPONSE_ID = "resp_68a1c0ffee"
+FC_ITEM, FC_CALL = "fc_68a1b2c3", "call_Qx7RkP2m"
+TS_ITEM, TS_CALL = "tsc_68a1d4e5", "call_S1kq9Wz"
+URL = "https://api.openai.com/v1/responses"
+ARGS = '{"city": "São Paulo", "unit": "celsius"}'
+
+
+def event(obj: dict[str, Any]) -> str:
+    return f"event: {obj['type']}\ndata: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+def function_call(arguments: str = "") -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": FC_ITEM,
+        "call_id": FC_CALL,
+        "name": "get_weather",
+        "arguments": arguments,
+        "status": "completed" if arguments else "in_progress",
+    }
+
+
+def tool_search_call() -> dict[str, Any]:
+    return {
+        "type": "tool_search_call",
+        "id": TS_ITEM,
+        "call_id": TS_CALL,
+        "execution": "client",
+        "arguments": {"query": "calendar tools"},
+        "status": "completed",
+    }
+
+
+def stream(response_id: str = RESPONSE_ID) -> str:
+    base = {"id": response_id, "object": "response", "status": "in_progress", "output": []}
+    done = {**base, "status": "completed", "output": [function_call(ARGS), tool_search_call()]}
+    out = [
+        event({"type": "response.created", "sequence_number": 0, "response": base}),
+        event({"type": "response.output_item.added", "output_index": 0, "item": function_call()}),
+    ]
+    for n in range(0, len(ARGS), 6):
+        out.append(
+            event(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "output_index": 0,
+                    "item_id": FC_ITEM,
+                    "delta": ARGS[n : n + 6],
+                }
+            )
+        )
+    out += [
+        event(
+            {
+                "type": "response.function_call_arguments.done",
+                "output_index": 0,
+                "item_id": FC_ITEM,
+                "arguments": ARGS,
+            }
+        ),
+        event(
+            {"type": "response.output_item.done", "output_index": 0, "item": function_call(ARGS)}
+        ),
+        event(
+            {"type": "response.output_item.added", "output_index": 1, "item": tool_search_call()}
+        ),
+        event({"type": "response.output_item.done", "output_index": 1, "item": tool_search_call()}),
+        event({"type": "response.completed", "response": done}),
+    ]
+    return "".join(out)
+
+
+def request(tools: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "model": "gpt-5.1",
+        "stream": True,
+        "input": [
+            {
+                "role": "user",
+                "content": "Como está o tempo em São Paulo? E procure ferramentas de calendário.",
+            }
+        ],
+        "tools": tools
+        if tools is not None
+        else [
+            {
+                "type": "function",
+                "name": "get_weather",
+                "description": "Weather for a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                "strict": False,
+            },
+            {"type": "tool_search", "execution": "client"},
+        ],
+    }
+
+
+def answer(
+    *,
+    fc_call_id: str = FC_CALL,
+    output: Any = '{"temp_c": 21}',
+    search: dict[str, Any] | None = None,
+    include_search: bool = True,
+) -> dict[str, Any]:
+    items: list[dict[str, Any]] = [
+        {"type": "function_call_output", "call_id": fc_call_id, "output": output}
+    ]
+    if include_search:
+        items.append(
+            search
+            or {
+                "type": "tool_search_output",
+                "call_id": TS_CALL,
+                "execution": "client",
+                "status": "completed",
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "create_event",
+                        "parameters": {"type": "object"},
+                        "strict": True,
+                    }
+                ],
+            }
+        )
+    return {"model": "gpt-5.1", "stream": True, "previous_response_id": RESPONSE_ID, "input": items}
+
+
+def entry(body: dict[str, Any], response: str, at: str, content_type: str) -> dict[str, Any]:
+    text = json.dumps(body, ensure_ascii=False)
+    return {
+        "startedDateTime": at,
+        "time": 300,
+        "request": {
+            "method": "POST",
+            "url": URL,
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "application/json"}],
+            "cookies": [],
+            "queryString": [],
+            "headersSize": -1,
+            "bodySize": len(text),
+            "postData": {"mimeType": "application/json", "text": text},
+        },
+        "response": {
+            "status": 200,
+            "statusText": "OK",
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": content_type}],
+            "cookies": [],
+            "content": {"size": len(response), "mimeType": content_type, "text": response},
+            "redirectURL": "",
+            "headersSize": -1,
+            "bodySize": len(response),
+        },
+        "cache": {},
+        "timings": {"send": 1, "wait": 298, "receive": 1},
+    }
+
+
+def session(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any]:
+    """A HAR: the request that gets the calls, then (if any) the one that answers them."""
+    final = json.dumps(
+        {
+            "id": "resp_68a1beef",
+            "object": "response",
+            "status": "completed",
+            "previous_response_id": RESPONSE_ID,
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "21 °C."}],
+                }
+            ],
+        }
+    )
+    entries = [entry(first, stream(), "2026-09-01T10:00:00.000Z", "text/event-stream")]
+    if second is not None:
+        entries.append(entry(second, final, "2026-09-01T10:00:05.000Z", "application/json"))
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": "convtap example", "version": "1"},
+            "entries": entries,
+        }
+    }
+
+
+def main() -> None:
+    (HERE / "function_call.sse").write_text(stream())
+    (HERE / "answer_ok.json").write_text(json.dumps(answer(), indent=1) + "\n")
+    (HERE / "answer_item_id.json").write_text(
+        json.dumps(answer(fc_call_id=FC_ITEM), indent=1) + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
