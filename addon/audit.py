@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from addon.delta import loads
+from addon.delta import loads_or_none
 from addon.rules import SEVERITIES, Auditor, Call, Finding
 from addon.store import audit_timeline, connect, count_calls, dumps, replace_findings
 
@@ -38,12 +37,12 @@ def run_audit(path: Path, rules: set[str] | None = None) -> AuditResult:
         findings: list[Finding] = []
         for at, _, kind, row in audit_timeline(db):
             if kind == "prepare":
-                body = _json(row["request_body"])
+                body = loads_or_none(row["request_body"])
                 auditor.prepare(body.get("conversation_id") if isinstance(body, dict) else None, at)
             elif kind == "call":
                 findings += auditor.call(call_from_row(row))
             elif kind == "request":
-                findings += auditor.request(row["id"], _json(row["request_body"]), at)
+                findings += auditor.request(row["id"], loads_or_none(row["request_body"]), at)
             elif kind == "responses-call":
                 call = {
                     "type": row["recipient"],
@@ -56,7 +55,9 @@ def run_audit(path: Path, rules: set[str] | None = None) -> AuditResult:
                     row["turn_id"], row["conversation_id"], [call], at
                 )
             elif kind == "responses-request":
-                findings += auditor.responses_request(row["id"], _json(row["request_body"]), at)
+                findings += auditor.responses_request(
+                    row["id"], loads_or_none(row["request_body"]), at
+                )
             else:
                 auditor.seen(row["conversation_id"], [row["id"]])
         findings += auditor.finish()
@@ -71,7 +72,7 @@ def run_audit(path: Path, rules: set[str] | None = None) -> AuditResult:
 
 
 def call_from_row(row: dict[str, Any]) -> Call:
-    arguments = _json(row["arguments"])
+    arguments = loads_or_none(row["arguments"])
     return Call(
         call_id=row["call_id"], recipient=row["recipient"] or "", kind=row["kind"] or "builtin",
         tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
@@ -85,16 +86,3 @@ def finding_row(finding: Finding, at: float) -> dict[str, Any]:
     row["evidence"] = dumps(row["evidence"])
     row["created_at"] = at
     return row
-
-
-def _json(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return loads(text)
-    except ValueError:
-        return None
-
-
-def dump_json(result: AuditResult) -> str:
-    return json.dumps(result.to_json(), ensure_ascii=False, indent=2)

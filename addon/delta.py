@@ -60,6 +60,16 @@ def loads(text: str) -> JSON:
         return json.loads(text, parse_constant=_refuse_constant)
 
 
+def loads_or_none(text: str | None) -> JSON:
+    """JSON text as a value, or None when there is no text or it is not JSON."""
+    if not text:
+        return None
+    try:
+        return loads(text)
+    except ValueError:
+        return None
+
+
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from addon.delta import OPS, loads
+from addon.delta import OPS, loads_or_none
 from addon.shapes import KindShape, Shapes, add, message_kind, pointer_pattern
 from addon.sse import SSEParser
 from addon.store import connect, iter_shape_rows
@@ -126,9 +126,14 @@ def database_shapes(path: Path) -> Shapes:
     try:
         for source, row in iter_shape_rows(db):
             if source == "request":
-                add(shapes, f"request:{row['kind']}", _json(row["request_body"]), row["started_at"])
+                add(
+                    shapes,
+                    f"request:{row['kind']}",
+                    loads_or_none(row["request_body"]),
+                    row["started_at"],
+                )
             elif source == "message":
-                message = _json(row["json"])
+                message = loads_or_none(row["json"])
                 if isinstance(message, dict):
                     add(shapes, message_kind(message), message, row["first_seen_at"])
             else:
@@ -149,7 +154,7 @@ class _FlowState:
 
     def feed(self, shapes: Shapes, source: str, data: str, at: float | None) -> None:
         if source.startswith("ws:"):
-            frame = _json(data)
+            frame = loads_or_none(data)
             for item in frame if isinstance(frame, list) else []:
                 if isinstance(item, dict):
                     self._ws_item(shapes, item, at)
@@ -157,7 +162,7 @@ class _FlowState:
         for event in self.parser.feed(data.encode()):
             if event.data == "[DONE]":
                 continue
-            obj = _json(event.data)
+            obj = loads_or_none(event.data)
             if event.event == "delta" and isinstance(obj, dict):
                 self._delta(shapes, obj, at)
             elif event.event != "delta_encoding" and isinstance(obj, dict):
@@ -194,15 +199,6 @@ class _FlowState:
         if isinstance(inner, dict) and isinstance(inner.get("type"), str):
             kind += f":{inner['type']}"
         add(shapes, f"ws:{kind}", payload, at)
-
-
-def _json(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return loads(text)
-    except ValueError:
-        return None
 
 
 # -- comparing ---------------------------------------------------------------------------------

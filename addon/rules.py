@@ -413,27 +413,14 @@ class Auditor:
                 tool,
                 author.get("name", MISSING),
             )
-        check(
-            "return-recipient",
-            message.get("recipient") == "all",
-            "recipient is not all",
-            "all",
-            message.get("recipient", MISSING),
-        )
-        check(
-            "return-channel",
-            message.get("channel") == "commentary",
-            "channel is not commentary",
-            "commentary",
-            message.get("channel", MISSING),
-        )
-        check(
-            "return-content-type",
-            content.get("content_type") == "code",
-            "content.content_type is not code",
-            "code",
-            content.get("content_type", MISSING),
-        )
+        for rule, value, wanted in (  # the fields the contract fixes (seed 000 §3)
+            ("return-recipient", message.get("recipient", MISSING), "all"),
+            ("return-channel", message.get("channel", MISSING), "commentary"),
+            ("return-content-type", content.get("content_type", MISSING), "code"),
+            ("return-status", message.get("status", MISSING), "finished_successfully"),
+        ):
+            field = rule.removeprefix("return-").replace("-", "_")
+            check(rule, value == wanted, f"{field} is not {wanted}", wanted, value)
         check(
             "return-language",
             "language" not in content,
@@ -479,13 +466,6 @@ class Auditor:
                     "the tool's name",
                     MISSING,
                 )
-        check(
-            "return-status",
-            message.get("status") == "finished_successfully",
-            "status is not finished_successfully",
-            "finished_successfully",
-            message.get("status", MISSING),
-        )
         check(
             "return-end-turn",
             message.get("end_turn") is None,
