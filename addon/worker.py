@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import pickle
 import signal
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 MAX_BACKLOG = 32 * 1024 * 1024
+F_SETPIPE_SZ = 1031  # Linux fcntl
 BATCH = 256  # messages the sender takes at a time
 _HEADER = struct.Struct("!I")
 
@@ -76,6 +78,9 @@ class RecorderClient:
         if not redact:
             args.append("--no-redact")
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, env=env)
+        with contextlib.suppress(OSError, AttributeError):  # a larger pipe: fewer blocked writes
+            assert self.process.stdin is not None
+            fcntl.fcntl(self.process.stdin.fileno(), F_SETPIPE_SZ, 1 << 20)
         self._items: deque[tuple[str, tuple[Any, ...]]] = deque()
         self._ready = threading.Condition()
         self._backlog = 0  # bytes of chunks queued and not yet sent
@@ -87,7 +92,14 @@ class RecorderClient:
 
     def call(self, method: str, *args: Any) -> None:
         with self._ready:
-            self._items.append((method, args))
+            self._append((method, args))
+
+    def _append(self, item: tuple[str, tuple[Any, ...]]) -> None:
+        """Queue an item (the lock is held). The sender only sleeps on an empty queue, so only
+        the first item wakes it: no thread switch per chunk."""
+        wake = not self._items
+        self._items.append(item)
+        if wake:
             self._ready.notify()
 
     def chunk(self, flow_id: str, data: bytes, at: float) -> None:
@@ -98,8 +110,7 @@ class RecorderClient:
                 self._lossy[flow_id] = self._lossy.get(flow_id, 0) + len(data)
                 return
             self._backlog += len(data)
-            self._items.append(("response_chunk", (flow_id, data, at)))
-            self._ready.notify()
+            self._append(("response_chunk", (flow_id, data, at)))
 
     def end_flow(self, flow_id: str) -> None:
         lost = self._lossy.pop(flow_id, 0)
