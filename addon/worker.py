@@ -2,18 +2,19 @@
 
 Decoding, redaction, the rules and SQLite all cost CPU, and mitmproxy runs every hook and every
 stream callable on one event loop under one GIL. So the addon hands each hook's values to a
-`RecorderClient`, which queues them for a sender thread that writes them, pickled and framed, to
-the stdin of `python -m addon.worker`; that process runs the `Recorder` and its writer. The
-proxy's own work per chunk is an append to a deque.
+`RecorderClient`, which writes them, pickled and framed, to the non-blocking stdin of
+`python -m addon.worker`; that process runs the `Recorder` and its writer. The proxy's own work
+per chunk is one write to a pipe.
 
 Nothing ever waits on the worker: when it falls more than `MAX_BACKLOG` bytes behind, the
-chunks of the flows that overflow are counted instead of queued, and the worker records on those
+chunks of the flows that overflow are counted instead of sent, and the worker records on those
 flows how many bytes it never saw (the client's traffic is untouched either way).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -22,7 +23,6 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +30,6 @@ from typing import Any, BinaryIO
 
 MAX_BACKLOG = 32 * 1024 * 1024
 F_SETPIPE_SZ = 1031  # Linux fcntl
-BATCH = 256  # messages the sender takes at a time
 _HEADER = struct.Struct("!I")
 
 
@@ -68,7 +67,12 @@ def _echo(where: str) -> Callable[[str], None] | None:
 
 
 class RecorderClient:
-    """The proxy side: the Recorder's methods, as messages to the worker process."""
+    """The proxy side: the Recorder's methods, as framed messages on the worker's stdin.
+
+    Writes never block the event loop: the pipe is non-blocking, what does not fit waits in a
+    buffer that the loop drains when the pipe is writable again (`add_writer`), and no thread
+    competes with the loop for the GIL.
+    """
 
     def __init__(self, db: str, *, redact: bool, echo: str) -> None:
         root = str(Path(__file__).resolve().parent.parent)
@@ -78,84 +82,103 @@ class RecorderClient:
         if not redact:
             args.append("--no-redact")
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, env=env)
-        with contextlib.suppress(OSError, AttributeError):  # a larger pipe: fewer blocked writes
-            assert self.process.stdin is not None
-            fcntl.fcntl(self.process.stdin.fileno(), F_SETPIPE_SZ, 1 << 20)
-        self._items: deque[tuple[str, tuple[Any, ...]]] = deque()
-        self._ready = threading.Condition()
-        self._backlog = 0  # bytes of chunks queued and not yet sent
+        assert self.process.stdin is not None
+        self._fd = self.process.stdin.fileno()
+        with contextlib.suppress(OSError):  # a larger pipe: fewer writes that do not fit
+            fcntl.fcntl(self._fd, F_SETPIPE_SZ, 1 << 20)
+        os.set_blocking(self._fd, False)
+        self._pending: deque[memoryview] = deque()
+        self._backlog = 0  # bytes written by us and not yet taken by the pipe
         self._lossy: dict[str, int] = {}  # flow id -> bytes not recorded
+        self._loop: asyncio.AbstractEventLoop | None = None  # draining on this loop
         self.broken = False
-        self._closing = False
-        self._thread = threading.Thread(target=self._send_loop, name="convtap-sender", daemon=True)
-        self._thread.start()
 
     def call(self, method: str, *args: Any) -> None:
-        with self._ready:
-            self._append((method, args))
-
-    def _append(self, item: tuple[str, tuple[Any, ...]]) -> None:
-        """Queue an item (the lock is held). The sender only sleeps on an empty queue, so only
-        the first item wakes it: no thread switch per chunk."""
-        wake = not self._items
-        self._items.append(item)
-        if wake:
-            self._ready.notify()
+        frame = pickle.dumps((method, args), protocol=pickle.HIGHEST_PROTOCOL)
+        self._send(_HEADER.pack(len(frame)) + frame)
 
     def chunk(self, flow_id: str, data: bytes, at: float) -> None:
-        """A piece of a tapped body: queued, or counted as lost when the worker is too far
+        """A piece of a tapped body: sent, or counted as lost when the worker is too far
         behind (a flow that lost a piece stays lost: its events can no longer be framed)."""
-        with self._ready:
-            if flow_id in self._lossy or self._backlog + len(data) > MAX_BACKLOG:
-                self._lossy[flow_id] = self._lossy.get(flow_id, 0) + len(data)
-                return
-            self._backlog += len(data)
-            self._append(("response_chunk", (flow_id, data, at)))
+        if flow_id in self._lossy or self._backlog + len(data) > MAX_BACKLOG:
+            self._lossy[flow_id] = self._lossy.get(flow_id, 0) + len(data)
+            return
+        self.call("response_chunk", flow_id, data, at)
 
     def end_flow(self, flow_id: str) -> None:
         lost = self._lossy.pop(flow_id, 0)
         if lost:
             self.call("lost", flow_id, lost)
 
+    def _send(self, frame: bytes) -> None:
+        if self.broken:
+            return
+        view = memoryview(frame)
+        if not self._pending:
+            view = view[self._write(view) :]
+        if view:
+            self._pending.append(view)
+            self._backlog += len(view)
+            self._watch()
+
+    def _write(self, view: memoryview) -> int:
+        try:
+            return os.write(self._fd, view)
+        except BlockingIOError:
+            return 0
+        except OSError:  # the worker died: recording stops, the traffic goes on
+            self.broken = True
+            self._pending.clear()
+            return len(view)
+
+    def _watch(self) -> None:
+        if self._loop is not None:
+            return
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (import, tests that call hooks): write it now
+            self._flush_blocking()
+            return
+        self._loop.add_writer(self._fd, self._drain)
+
+    def _drain(self) -> None:
+        while self._pending and not self.broken:
+            view = self._pending[0]
+            written = self._write(view)
+            self._backlog -= written
+            if written < len(view):
+                self._pending[0] = view[written:]
+                return
+            self._pending.popleft()
+        if self._loop is not None:
+            self._loop.remove_writer(self._fd)
+            self._loop = None
+
+    def _flush_blocking(self) -> None:
+        os.set_blocking(self._fd, True)
+        try:
+            while self._pending and not self.broken:
+                view = self._pending.popleft()
+                self._backlog -= len(view)
+                self._write(view)
+        finally:
+            os.set_blocking(self._fd, False)
+
     def close(self, timeout: float = 60.0) -> None:
-        """Everything queued goes out, then the worker flushes its database and exits."""
-        with self._ready:
-            self._closing = True
-            self._ready.notify()
-        self._thread.join(timeout)
+        """Everything pending goes out, then the worker flushes its database and exits."""
+        if self._loop is not None:
+            with contextlib.suppress(Exception):
+                self._loop.remove_writer(self._fd)
+            self._loop = None
+        self._flush_blocking()
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
-
-    def _send_loop(self) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        while True:
-            with self._ready:
-                while not self._items and not self._closing:
-                    self._ready.wait()
-                batch = [self._items.popleft() for _ in range(min(BATCH, len(self._items)))]
-                closing = self._closing
-            if not self.broken:
-                try:
-                    for method, args in batch:
-                        frame = pickle.dumps((method, args), protocol=pickle.HIGHEST_PROTOCOL)
-                        stdin.write(_HEADER.pack(len(frame)) + frame)
-                        if method == "response_chunk":
-                            with self._ready:
-                                self._backlog -= len(args[1])
-                    stdin.flush()
-                except (BrokenPipeError, OSError, ValueError):
-                    self.broken = True  # the worker died: recording stops, traffic goes on
-            if closing:
-                with self._ready:
-                    if self._items:
-                        continue
-                with contextlib.suppress(OSError):
-                    stdin.close()
-                return
 
 
 def read_frames(stream: BinaryIO) -> Any:
