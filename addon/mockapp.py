@@ -1,10 +1,13 @@
 """The mock server's tornado application: its state and its request handlers.
 
 Serves the endpoints of PROTOCOL.md "Endpoints" (all under `/backend-api/`), the user WebSocket
-(`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`), and two test
-hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received` (every request
-received, as `{method, path, headers, body}`; WebSocket messages appear with method `WS`). What
-the server says comes from `addon.scenario`; this module only moves bytes.
+(`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`), the
+Responses API (`POST /v1/responses` and `/backend-api/codex/responses`, whatever the scenario:
+a `function_call` and a client `tool_search_call`, then an answer once they are answered), and
+two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received`
+(every request received, as `{method, path, headers, body}`; WebSocket messages appear with
+method `WS`). What the server says comes from `addon.scenario` (the Responses API's fixed
+exchange is here, below); this module only moves bytes.
 
 Wire realism: SSE bodies go out chunked, cut at arbitrary byte positions (always once inside a
 UTF-8 sequence when there is one), optionally gzip-encoded with a `Z_SYNC_FLUSH` after each event
@@ -100,16 +103,28 @@ class MockState:
     gate: Gate = field(default_factory=Gate)
     user_id: str = field(default_factory=lambda: "user-" + secrets.token_hex(8))
     _received: list[dict[str, Any]] = field(default_factory=list)
-    sent: list[tuple[str, bytes]] = field(default_factory=list)  # every stream body, as sent
+    # every stream body, as sent; a body grows before each write, so it never lags the wire
+    sent: list[tuple[str, bytearray]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, entry: dict[str, Any]) -> None:
         with self._lock:
             self._received.append(entry)
 
-    def record_sent(self, path: str, body: bytes) -> None:
+    def sent_body(self, path: str) -> bytearray:
+        """A new stream body in `sent`, for `add_sent` to grow."""
+        body = bytearray()
         with self._lock:
             self.sent.append((path, body))
+        return body
+
+    def add_sent(self, body: bytearray, data: bytes) -> None:
+        with self._lock:
+            body += data
+
+    def sent_bodies(self) -> list[tuple[str, bytes]]:
+        with self._lock:
+            return [(path, bytes(body)) for path, body in self.sent]
 
     def received(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -218,11 +233,8 @@ class _StreamHandler(_Handler):
             self.set_header("Content-Encoding", "gzip")
             compressor = zlib.compressobj(wbits=31)  # 16 + 15: the gzip container
         rng = random.Random(opts.seed)
-        self._sent = bytearray()
-        try:
-            await self._stream(entries, compressor, rng, broken=broken, may_die=may_die)
-        finally:
-            self.state.record_sent(self.request.path, bytes(self._sent))
+        self._sent = self.state.sent_body(self.request.path)
+        await self._stream(entries, compressor, rng, broken=broken, may_die=may_die)
 
     async def _stream(
         self,
@@ -255,7 +267,7 @@ class _StreamHandler(_Handler):
             return
         if compressor is not None:
             tail = compressor.flush()
-            self._sent += tail
+            self.state.add_sent(self._sent, tail)
             self.write(tail)
         self.finish()
 
@@ -268,7 +280,7 @@ class _StreamHandler(_Handler):
         else:
             pieces = split_chunks("".join(segment).encode(), rng)
         for piece in pieces:
-            self._sent += piece
+            self.state.add_sent(self._sent, piece)
             self.write(piece)
             await self.flush()
             if self.state.options.delay:
@@ -406,6 +418,136 @@ class ReceivedHandler(_Handler):
         self.send_json(self.state.received())
 
 
+# -- the Responses API (PROTOCOL.md "Responses API") -------------------------------------------
+# Shaped like captures/examples/responses/build.py, with fresh ids for every response.
+
+WEATHER_ARGUMENTS = '{"city": "São Paulo", "unit": "celsius"}'
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "tool_search_output")
+
+
+def _hex_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(12)
+
+
+def sse_event(obj: dict[str, Any]) -> str:
+    return f"event: {obj['type']}\ndata: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+def _response(response_id: str, status: str, output: list[Any], **extra: Any) -> dict[str, Any]:
+    return {"id": response_id, "object": "response", "status": status, "output": output, **extra}
+
+
+def calls_response() -> tuple[dict[str, Any], list[str]]:
+    """A response that asks the client for a `function_call` (get_weather, its arguments
+    streamed in deltas) and a client `tool_search_call`: the final object and its events."""
+    response_id, fc_item, ts_item = _hex_id("resp_"), _hex_id("fc_"), _hex_id("tsc_")
+    fc_call, ts_call = _hex_id("call_"), _hex_id("call_")
+
+    def function_call(arguments: str = "") -> dict[str, Any]:
+        return {"type": "function_call", "id": fc_item, "call_id": fc_call,
+                "name": "get_weather", "arguments": arguments,
+                "status": "completed" if arguments else "in_progress"}  # fmt: skip
+
+    search = {"type": "tool_search_call", "id": ts_item, "call_id": ts_call,
+              "execution": "client", "arguments": {"query": "calendar tools"},
+              "status": "completed"}  # fmt: skip
+    done = _response(response_id, "completed", [function_call(WEATHER_ARGUMENTS), search])
+    args = WEATHER_ARGUMENTS
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "sequence_number": 0,
+         "response": _response(response_id, "in_progress", [])},
+        {"type": "response.output_item.added", "output_index": 0, "item": function_call()},
+        *({"type": "response.function_call_arguments.delta", "output_index": 0,
+           "item_id": fc_item, "delta": args[n : n + 6]} for n in range(0, len(args), 6)),
+        {"type": "response.function_call_arguments.done", "output_index": 0,
+         "item_id": fc_item, "arguments": args},
+        {"type": "response.output_item.done", "output_index": 0, "item": function_call(args)},
+        {"type": "response.output_item.added", "output_index": 1, "item": search},
+        {"type": "response.output_item.done", "output_index": 1, "item": search},
+        {"type": "response.completed", "response": done},
+    ]  # fmt: skip
+    return done, [sse_event(e) for e in events]
+
+
+def answer_text(outputs: list[dict[str, Any]]) -> str:
+    """What the model says once it has the outputs: the temperature and the tools found."""
+    temp: Any = "?"
+    found = 0
+    for item in outputs:
+        if item.get("type") == "function_call_output":
+            try:
+                value = json.loads(item.get("output") or "")
+            except (TypeError, ValueError):
+                value = None
+            if isinstance(value, dict) and "temp_c" in value:
+                temp = value["temp_c"]
+        elif item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
+            found += len(item["tools"])
+    return f"Em São Paulo faz {temp} °C. Encontrei {found} ferramenta(s) de calendário."
+
+
+def answer_response(
+    previous: str, outputs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """The final answer: one assistant message, its text streamed in deltas."""
+    response_id, message_id = _hex_id("resp_"), _hex_id("msg_")
+    text = answer_text(outputs)
+    part = {"type": "output_text", "text": text, "annotations": []}
+    message = {"type": "message", "id": message_id, "role": "assistant",
+               "status": "completed", "content": [part]}  # fmt: skip
+    done = _response(response_id, "completed", [message], previous_response_id=previous)
+    where = {"output_index": 0, "item_id": message_id, "content_index": 0}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "sequence_number": 0,
+         "response": _response(response_id, "in_progress", [], previous_response_id=previous)},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {**message, "status": "in_progress", "content": []}},
+        {"type": "response.content_part.added", **where,
+         "part": {**part, "text": ""}},
+        *({"type": "response.output_text.delta", **where, "delta": text[n : n + 8]}
+          for n in range(0, len(text), 8)),
+        {"type": "response.output_text.done", **where, "text": text},
+        {"type": "response.content_part.done", **where, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": message},
+        {"type": "response.completed", "response": done},
+    ]  # fmt: skip
+    return done, [sse_event(e) for e in events]
+
+
+class ResponsesHandler(_StreamHandler):
+    """`POST /v1/responses` and `POST /backend-api/codex/responses`, whatever the scenario.
+
+    A request that carries no outputs (or no `previous_response_id`) gets the calls; one that
+    answers a previous response with outputs gets the final answer. Like the real API here, the
+    outputs' call_ids are not checked. `"stream": true` gets an event stream (no `[DONE]`),
+    anything else the final response object as JSON, as the real API does."""
+
+    async def post(self) -> None:
+        body = self.json_body()
+        if not isinstance(body, dict):
+            return self.send_json(_api_error("the body must be a JSON object"), 400)
+        items = body.get("input")
+        outputs = [
+            item
+            for item in (items if isinstance(items, list) else [])
+            if isinstance(item, dict) and item.get("type") in OUTPUT_TYPES
+        ]
+        previous = body.get("previous_response_id")
+        if isinstance(previous, str) and outputs:
+            response, entries = answer_response(previous, outputs)
+        else:
+            response, entries = calls_response()
+        if body.get("stream") is True:
+            await self.stream(entries, broken=False, may_die=False)
+        else:
+            self.send_json(response)
+
+
+def _api_error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                      "code": None}}  # fmt: skip
+
+
 def make_app(state: MockState) -> Application:
     args = {"state": state}
     api = "/backend-api"
@@ -417,6 +559,7 @@ def make_app(state: MockState) -> Application:
             (rf"{api}/(?:f/)?conversation", ConversationHandler, args),
             (rf"{api}/conversation/([^/]+)", TreeHandler, args),
             (rf"{api}/celsius/ws/user", WsUrlHandler, args),
+            (rf"(?:/v1|{api}/codex)/responses", ResponsesHandler, args),
             (r"/ws/user/([^/]+)", UserSocket, args),
             (r"/_mock/go", GoHandler, args),
             (r"/_mock/received", ReceivedHandler, args),
