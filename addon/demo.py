@@ -2,7 +2,8 @@
 
 It starts `convtap mock` (the server's side) and `convtap record` in front of it (reverse proxy
 mode), drives the reference client through the seed's tool-call scenario once correctly and once
-with a faulty return, stops the recorder as Ctrl-C would, and prints the call ledger.
+with a faulty return, then through a Responses API call once correctly and once answered with the
+item id, stops the recorder as Ctrl-C would, and prints the audit and the call ledger.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ def service(args: list[str], name: str, echo: Callable[[str], None]) -> Iterator
     """Run a convtap subcommand; yield the port it listens on; stop it with SIGINT."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "addon.cli", *args], stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env=env,
-    )  # fmt: skip
+        [sys.executable, "-m", "addon.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     port = None
     for line in proc.stdout:
@@ -63,8 +67,15 @@ def run_demo(db: Path, echo: Callable[[str], None] = print) -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
     with service(["mock", "--port", "0", "--scenario", "alefita_way"], "mock", echo) as mock:
-        record = ["record", "--mode", f"reverse:http://127.0.0.1:{mock}", "--listen-port", "0",
-                  "--db", str(db)]  # fmt: skip
+        record = [
+            "record",
+            "--mode",
+            f"reverse:http://127.0.0.1:{mock}",
+            "--listen-port",
+            "0",
+            "--db",
+            str(db),
+        ]
         with service(record, "record", echo) as proxy:
             client = RefClient(f"http://127.0.0.1:{proxy}")
             for faulty in (False, True):
@@ -74,4 +85,17 @@ def run_demo(db: Path, echo: Callable[[str], None] = print) -> None:
                 echo(f"   conversation {summary.conversation_id}, call {summary.call_id}")
                 echo(f"   return {summary.return_id}, accepted by the server: {summary.accepted}")
                 echo(f"   continuation: {summary.continuation_text}")
+            for faulty in (False, True):
+                label = "the item id (fc_...)" if faulty else "the call id"
+                echo(
+                    f"\n== reference client on the Responses API: a function call and a client "
+                    f"tool search, answered with {label}"
+                )
+                answer = client.run_responses(faulty=faulty)
+                for call in answer.calls:
+                    echo(
+                        f"   {call.type} {call.name or ''} item {call.item_id} call_id "
+                        f"{call.call_id}"
+                    )
+                echo(f"   answer: {answer.text}")
     echo("")

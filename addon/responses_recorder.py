@@ -101,7 +101,7 @@ class ResponsesSide:
                 "arguments_text": arguments if isinstance(arguments, str) else dumps(arguments),
                 "complete": 1, "called_at": at, "item_id": call["item_id"],
             })  # fmt: skip
-            rec.echo(f"call    {call['type']}  {call['name']}  call_id {call['call_id']}  "
+            rec.echo(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
                      f"item {call['item_id']}")  # fmt: skip
         rec._report(rec.auditor.responses_response(flow_id, decoder.response_id, calls, at))
         return "truncated" if truncated else None

@@ -245,6 +245,7 @@ class Auditor:
             kind = item.get("type")
             if kind not in OUTPUT_TYPES:
                 continue
+            self.returns += 1
             call_id = _str(item.get("call_id"))
             here = {**where, "call_id": call_id, "return_id": _str(item.get("id"))}
             call = candidates.get(call_id or "")
