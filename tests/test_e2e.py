@@ -63,8 +63,9 @@ def test_a_session_is_recorded_paired_and_accepted(tmp_path: Path) -> None:
         ]
         kinds = sorted(k for (k,) in proxy.rows("SELECT kind FROM flows"))
         assert {"conversation", "prepare", "sentinel", "conversation-get"} <= set(kinds)
-        assert proxy.rows("SELECT count(*) FROM conversation_nodes WHERE node_id = ?",
-                          summary.return_id) == [(1,)]  # fmt: skip
+        assert proxy.rows(
+            "SELECT count(*) FROM conversation_nodes WHERE node_id = ?", summary.return_id
+        ) == [(1,)]
         assert proxy.rows("SELECT count(DISTINCT name) FROM tool_signatures") == [(2,)]
         assert any(line.startswith("return  alefita_way") for line in proxy.lines)
 
@@ -105,8 +106,10 @@ def test_a_resume_leg_continues_its_turn(tmp_path: Path) -> None:
         summary = RefClient(proxy.url).run()
         assert summary.resumes == 1
         proxy.stop()
-        rows = proxy.rows("SELECT t.legs, t.done, t.truncated FROM turns t JOIN flows f "
-                          "ON f.turn_id = t.id WHERE f.kind = 'resume'")  # fmt: skip
+        rows = proxy.rows(
+            "SELECT t.legs, t.done, t.truncated FROM turns t JOIN flows f "
+            "ON f.turn_id = t.id WHERE f.kind = 'resume'"
+        )
         assert rows == [(2, 1, 0)]
         ((outcome,),) = proxy.rows(
             "SELECT outcome FROM flows WHERE kind = 'conversation' AND turn_id IN "
@@ -120,8 +123,9 @@ def test_gzip_is_passed_through_and_decoded_for_the_record(tmp_path: Path) -> No
         MockServer("alefita_way", gzip=True) as mock,
         mitmdump(tmp_path, f"reverse:{mock.url}") as proxy,
     ):
-        conn, response = post_stream(proxy.port, CONVERSATION, user_turn(),
-                                     {"Accept-Encoding": "gzip"})  # fmt: skip
+        conn, response = post_stream(
+            proxy.port, CONVERSATION, user_turn(), {"Accept-Encoding": "gzip"}
+        )
         assert response.getheader("content-encoding") == "gzip"
         body = read_all(response, bytearray())
         conn.close()
@@ -217,9 +221,62 @@ def test_tls_context_is_real(tmp_path: Path) -> None:
         MockServer("plain", tls=True, cert_file=cert) as mock,
         mitmdump(tmp_path, "regular", "ssl_insecure=true") as proxy,
     ):
-        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, timeout=10,
-                                           context=ssl.create_default_context())  # fmt: skip
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", proxy.port, timeout=10, context=ssl.create_default_context()
+        )
         conn.set_tunnel("127.0.0.1", mock.port)
         with pytest.raises(ssl.SSLError):
             conn.request("GET", "/backend-api/conversation/x")
         conn.close()
+
+
+def test_convtap_record_prints_the_session_and_flushes_on_ctrl_c(tmp_path: Path) -> None:
+    """`convtap record` as a user runs it: the banner, a line per call, return and finding,
+    and Ctrl-C (SIGINT) flushing the database before it exits 0."""
+    import re
+    import subprocess
+    import sys
+
+    db = tmp_path / "live.db"
+    with MockServer("alefita_way") as mock:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "addon.cli",
+                "record",
+                "--mode",
+                f"reverse:{mock.url}",
+                "--listen-port",
+                "0",
+                "--db",
+                str(db),
+                "--set",
+                f"confdir={tmp_path / 'conf'}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        lines: list[str] = []
+        port = None
+        for line in proc.stdout:
+            lines.append(line)
+            if (match := re.search(r"proxy listening at 127\.0\.0\.1:(\d+)", line)) is not None:
+                port = int(match.group(1))
+                break
+        assert port is not None, "".join(lines)
+        assert any("convtap recording into" in line for line in lines)
+        client = RefClient(f"http://127.0.0.1:{port}")
+        good, bad = client.run(), client.run(faulty=True)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert f"call    local.alefita_way  {good.call_id}" in out
+    assert f"return  alefita_way  {bad.return_id}" in out
+    assert "finding error   return-recipient" in out
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*), sum(answered) FROM call_ledger").fetchone() == (2, 2)
+        rules = {r for (r,) in conn.execute("SELECT rule FROM findings")}
+    assert {"return-recipient", "return-call-id"} <= rules
