@@ -51,11 +51,11 @@ def run_audit(path: Path, rules: set[str] | None = None) -> AuditResult:
                     "name": row["tool"],
                     "execution": "client",
                 }
-                findings += auditor.responses_response(
+                findings += auditor.responses.response(
                     row["turn_id"], row["conversation_id"], [call], at
                 )
             elif kind == "responses-request":
-                findings += auditor.responses_request(
+                findings += auditor.responses.request(
                     row["id"], loads_or_none(row["request_body"]), at
                 )
             else:
@@ -68,7 +68,7 @@ def run_audit(path: Path, rules: set[str] | None = None) -> AuditResult:
         db.conn.close()
     if rules is not None:
         findings = [f for f in findings if f.rule in rules]
-    return AuditResult(calls, auditor.returns, findings)
+    return AuditResult(calls, auditor.answers, findings)
 
 
 def call_from_row(row: dict[str, Any]) -> Call:

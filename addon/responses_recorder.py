@@ -45,7 +45,7 @@ class ResponsesSide:
                 "returned_at": at,
             })  # fmt: skip
             rec.echo(f"output  {item.get('type')}  call_id {item.get('call_id')}")
-        rec._report(rec.auditor.responses_request(flow_id, redacted, at))
+        rec._report(rec.auditor.responses.request(flow_id, redacted, at))
 
     def start(self, flow_id: str) -> None:
         self.flows[flow_id] = ResponsesFlow()
@@ -103,5 +103,5 @@ class ResponsesSide:
             })  # fmt: skip
             rec.echo(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
                      f"item {call['item_id']}")  # fmt: skip
-        rec._report(rec.auditor.responses_response(flow_id, decoder.response_id, calls, at))
+        rec._report(rec.auditor.responses.response(flow_id, decoder.response_id, calls, at))
         return "truncated" if truncated else None

@@ -21,8 +21,6 @@ from addon.delta import loads
 from addon.models import EXECUTION_TARGET_ADAPTER
 
 SEVERITIES = ("error", "warning", "info")
-CLIENT_CALL_TYPES = ("function_call", "custom_tool_call", "tool_search_call")
-OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "tool_search_output")
 RULES_FILE = Path(__file__).resolve().parent / "rules.toml"
 
 
@@ -83,12 +81,14 @@ class Auditor:
         self.prepared: dict[str, float] = {}  # conversation -> time of its latest prepare
         self.challenges: dict[str, str] = {}  # challenge (hashed) -> the flow that used it first
         self.returns = 0
-        self.r_calls: dict[str, dict[str, Any]] = {}  # Responses: call_id -> client call
-        self.r_items: dict[str, dict[str, Any]] = {}  # item id (fc_...) -> client call
-        self.r_by_response: dict[str | None, list[dict[str, Any]]] = {}
+        from addon.responses_rules import ResponsesAuditor
 
-    def r_by_response_all(self) -> list[dict[str, Any]]:
-        return [r for calls in self.r_by_response.values() for r in calls]
+        self.responses = ResponsesAuditor()  # the Responses API's calls and outputs
+
+    @property
+    def answers(self) -> int:
+        """Returns and Responses API outputs checked so far."""
+        return self.returns + self.responses.outputs
 
     # -- what happens ----------------------------------------------------------------------------
 
@@ -201,154 +201,9 @@ class Auditor:
             ]
         return []
 
-    # -- the Responses API (seed 004, PROTOCOL.md "Responses API") -----------------------------
-
-    def responses_response(
-        self, flow_id: str, response_id: str | None, calls: list[dict[str, Any]], at: float
-    ) -> list[Finding]:
-        """A response's client calls, which the next requests must answer by `call_id`."""
-        for call in calls:
-            record = {**call, "response_id": response_id, "flow_id": flow_id, "answered": False}
-            if call.get("call_id"):
-                self.r_calls[call["call_id"]] = record
-            if call.get("item_id"):
-                self.r_items[call["item_id"]] = record
-            self.r_by_response.setdefault(response_id, []).append(record)
-        return []
-
-    def responses_request(self, flow_id: str, body: Any, at: float) -> list[Finding]:
-        if not isinstance(body, dict):
-            return []
-        from addon.models import TOOLS_ADAPTER
-
-        found: list[Finding] = []
-        where: dict[str, Any] = {
-            "conversation_id": _str(body.get("previous_response_id")),
-            "flow_id": flow_id,
-        }
-        tools = body.get("tools")
-        if isinstance(tools, list):
-            found += self._tools_valid(TOOLS_ADAPTER, tools, where, "the request's tools")
-        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
-        previous = _str(body.get("previous_response_id"))
-        if previous is not None:
-            candidates = {
-                r["call_id"]: r for r in self.r_by_response.get(previous, []) if r.get("call_id")
-            }
-        else:  # stateless: the calls are replayed in the same input
-            candidates = {
-                i["call_id"]: self.r_calls.get(i["call_id"], {**i, "item_id": i.get("id")})
-                for i in items
-                if i.get("type") in CLIENT_CALL_TYPES and i.get("call_id")
-            }
-        for item in items:
-            kind = item.get("type")
-            if kind not in OUTPUT_TYPES:
-                continue
-            self.returns += 1
-            call_id = _str(item.get("call_id"))
-            here = {**where, "call_id": call_id, "return_id": _str(item.get("id"))}
-            call = candidates.get(call_id or "")
-            if call is None:
-                by_item = self.r_items.get(call_id or "")
-                detail = (
-                    f"call_id is the item id of {by_item.get('name')}'s call; the call's "
-                    "call_id is expected"
-                    if by_item
-                    else "call_id names no call of the response it answers"
-                )
-                found.append(
-                    self._find(
-                        "responses-output-call-id",
-                        detail,
-                        here,
-                        expected=by_item.get("call_id") if by_item else sorted(candidates),
-                        actual=call_id or MISSING,
-                    )
-                )
-            else:
-                call["answered"] = True
-            if kind == "function_call_output" and not isinstance(item.get("output"), str):
-                found.append(
-                    self._find(
-                        "responses-output-type",
-                        "function_call_output.output is not a string",
-                        here,
-                        expected="a string",
-                        actual=item.get("output", MISSING),
-                    )
-                )
-            if kind == "tool_search_output":
-                client_search = (
-                    call is not None
-                    and call.get("type") == "tool_search_call"
-                    and call.get("execution") == "client"
-                )
-                if not client_search or item.get("execution") != "client":
-                    found.append(
-                        self._find(
-                            "responses-tool-search",
-                            "a tool_search_output "
-                            "must answer a client tool_search_call and say "
-                            "execution: client",
-                            here,
-                            expected={
-                                "answers": "a client tool_search_call",
-                                "execution": "client",
-                            },
-                            actual={
-                                "answers": call.get("type") if call else None,
-                                "execution": item.get("execution", MISSING),
-                            },
-                        )
-                    )
-                if isinstance(item.get("tools"), list):
-                    found += self._tools_valid(
-                        TOOLS_ADAPTER, item["tools"], here, "the tool_search_output's tools"
-                    )
-        return found
-
-    def _tools_valid(
-        self, adapter: Any, tools: list[Any], where: dict[str, Any], what: str
-    ) -> list[Finding]:
-        found = []
-        for n, tool in enumerate(tools):
-            try:
-                adapter.validate_python([tool])
-            except ValidationError as exc:
-                detail = "; ".join(
-                    f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()[:3]
-                )
-                name = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-                found.append(
-                    self._find(
-                        "responses-tools-valid",
-                        f"tool {n} ({name}) of {what} does not validate: {detail}",
-                        where,
-                        expected="a member of seed 004's Tool union",
-                        actual=tool,
-                    )
-                )
-        return found
-
     def finish(self) -> list[Finding]:
         """The end of the capture: what never got an answer."""
-        unanswered = [
-            self._find(
-                "responses-call-unanswered",
-                f"{r.get('type')} {r.get('name')} got no output",
-                {
-                    "conversation_id": r.get("response_id"),
-                    "call_id": r.get("call_id"),
-                    "flow_id": r.get("flow_id"),
-                },
-                expected="an output with this call_id",
-                actual="none",
-            )
-            for r in {id(r): r for r in self.r_by_response_all()}.values()
-            if not r["answered"]
-        ]
-        return unanswered + [
+        return self.responses.unanswered() + [
             self._find(
                 "call-unanswered",
                 f"local.{c.tool} got no return",
@@ -543,14 +398,16 @@ class Auditor:
     def _find(
         self, rule_id: str, message: str, where: dict[str, Any], *, expected: Any, actual: Any
     ) -> Finding:
-        rule = registry()[rule_id]
-        return Finding(
-            rule.id,
-            rule.severity,
-            message,
-            **where,
-            evidence={"expected": expected, "actual": actual},
-        )
+        return finding(rule_id, message, where, expected=expected, actual=actual)
+
+
+def finding(
+    rule_id: str, message: str, where: dict[str, Any], *, expected: Any, actual: Any
+) -> Finding:
+    """A finding of a rule, at `where` (conversation, call, return, flow ids)."""
+    rule = registry()[rule_id]
+    evidence = {"expected": expected, "actual": actual}
+    return Finding(rule.id, rule.severity, message, **where, evidence=evidence)
 
 
 def _dict(value: Any) -> dict[str, Any]:
