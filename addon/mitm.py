@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # loaded as a script: make the checkout's `addon` importable
+try:  # loaded as a script (mitmdump -s) from a checkout that is not installed
+    import addon  # noqa: F401
+except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mitmproxy import ctx, http
