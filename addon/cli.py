@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -81,34 +83,28 @@ def decode(
       convtap decode captures/examples/sse/alefita_way_call.sse
       convtap decode --format json body.sse resume.sse --ws frames.jsonl
     """
-    bodies = [read_input(name) for name in files]
     from addon.responses import decode_responses, looks_like_responses
 
+    bodies = [read_input(name) for name in files]
+    render: Callable[[dict[str, Any]], str]
     if protocol == "responses" or (protocol == "auto" and looks_like_responses(bodies[0])):
-        decoded = decode_responses(bodies).result()
-        if no_redact:
-            click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
-        else:
-            decoded = Redactor().json(decoded)
-        if fmt == "json":
-            click.echo(json.dumps(decoded, ensure_ascii=False, indent=2))
-        else:
-            click.echo(render_responses(decoded))
-        return
-    frames: list[str] = []
-    if ws_path is not None:
-        text = read_input(ws_path).decode("utf-8", "replace")
-        frames = [line for line in text.splitlines() if line.strip()]
-    turn = decode_turn(bodies, frames)
-    result = turn.result()
+        result = decode_responses(bodies).result()
+        render = render_responses
+    else:
+        frames: list[str] = []
+        if ws_path is not None:
+            text = read_input(ws_path).decode("utf-8", "replace")
+            frames = [line for line in text.splitlines() if line.strip()]
+        turn = decode_turn(bodies, frames)
+        result = turn.result()
+        render = functools.partial(render_turn, turn)
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
     else:
         result = Redactor().json(result)
-    if fmt == "json":
-        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
-    else:
-        click.echo(render_turn(turn, result))
+    click.echo(
+        json.dumps(result, ensure_ascii=False, indent=2) if fmt == "json" else render(result)
+    )
 
 
 def render_responses(result: dict[str, Any]) -> str:
