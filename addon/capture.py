@@ -1,6 +1,6 @@
 """Offline input: mitmproxy flow files, HAR files and raw .sse bodies, replayed through the same
 addon hooks as live traffic (as `mitmdump -r` replays them), so an import and a live capture give
-the same rows.
+the same rows; and other capture databases, whose flows and raw events are merged in.
 
 A raw body `X.sse` may come with sidecars: `X.request.json` (the f/conversation request body)
 and `X.resume.sse`, `X.resume2.sse`, ... (its resume legs). Re-importing a file adds nothing
@@ -19,9 +19,11 @@ from mitmproxy import connection, eventsequence, http, io
 from mitmproxy.exceptions import FlowReadException
 
 from addon.mitm import ConvtapAddon
+from addon.replay import replay_db
 from addon.store import flow_ids
 from addon.turn import decode_turn
 
+DATABASES = (".db", ".sqlite", ".sqlite3")
 SSE_URL = "https://chatgpt.com/backend-api/f/conversation"
 RESUME_URL = "https://chatgpt.com/backend-api/f/conversation/resume"
 
@@ -117,6 +119,13 @@ def import_files(
     for path in paths:
         if not path.is_file() or not os.access(path, os.R_OK):
             raise CaptureError(f"cannot read {path}")
+        if path.suffix in DATABASES:  # another capture: merge its flows
+            merged = replay_db(path, addon.recorder, seen)
+            imported += merged
+            seen |= flow_ids(path)
+            if progress is not None:
+                progress(path.stat().st_size)
+            continue
         done = 0
         flows = sorted(read_flows(path), key=lambda pair: pair[0].request.timestamp_start)
         for flow, position in flows:

@@ -41,14 +41,35 @@ SECRET_KEYS = frozenset(
 # Headers kept in clear; every other header's value becomes a placeholder.
 HEADER_ALLOW_LIST = frozenset(
     {
-        "accept", "accept-encoding", "accept-language", "cache-control", "connection",
-        "content-encoding", "content-length", "content-type", "date", "host", "origin",
-        "pragma", "referer", "server", "transfer-encoding", "user-agent", "vary",
-        "x-request-id", "openai-processing-ms", "openai-version", "sec-websocket-version",
-        "sec-websocket-extensions", "upgrade", "oai-language", "x-openai-target-path",
-        "x-openai-target-route", "cf-ray",
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "cache-control",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-type",
+        "date",
+        "host",
+        "origin",
+        "pragma",
+        "referer",
+        "server",
+        "transfer-encoding",
+        "user-agent",
+        "vary",
+        "x-request-id",
+        "openai-processing-ms",
+        "openai-version",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "upgrade",
+        "oai-language",
+        "x-openai-target-path",
+        "x-openai-target-route",
+        "cf-ray",
     }
-)  # fmt: skip
+)
 SECRET_QUERY_PARAMS = frozenset({"verify", "token", "access_token"})
 # Cheap test before parsing: JSON text without any of these holds no secret key (a key is
 # followed by its colon; "cot_token" as a marker's value is not).
@@ -118,7 +139,12 @@ class Redactor:
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return [
-            (name, value if name.lower() in HEADER_ALLOW_LIST else self.placeholder(value))
+            (
+                name,
+                value
+                if name.lower() in HEADER_ALLOW_LIST or _is_placeholder(value)
+                else self.placeholder(value),
+            )
             for name, value in headers
         ]
 
@@ -128,7 +154,12 @@ class Redactor:
         if not parts.query:
             return url
         query = [
-            (k, self.placeholder(v) if k.lower() in SECRET_QUERY_PARAMS else v)
+            (
+                k,
+                self.placeholder(v)
+                if k.lower() in SECRET_QUERY_PARAMS and not _is_placeholder(v)
+                else v,
+            )
             for k, v in parse_qsl(parts.query, keep_blank_values=True)
         ]
         return urlunsplit(parts._replace(query=urlencode(query, safe="<>:")))

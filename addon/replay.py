@@ -1,7 +1,9 @@
-"""`convtap reprocess`: decode a capture again from the flows and raw events it keeps.
+"""Replaying a capture database: `convtap reprocess` (decode it again, in place) and
+`convtap import other.db` (merge it into another capture).
 
-The stored rows are already redacted, so they are fed back in clear (nothing is hashed twice);
-every SSE leg is rebuilt from its raw events and every WebSocket frame is replayed in order.
+The stored rows are already redacted (redaction leaves placeholders alone, so nothing is hashed
+twice); every SSE leg is rebuilt from its raw events and every WebSocket frame is replayed in
+order. Flows are streamed one at a time, never loaded whole.
 """
 
 from __future__ import annotations
@@ -17,19 +19,31 @@ from addon.store import Writer, clear_derived, connect, iter_events, iter_flows
 
 def reprocess_db(path: Path) -> int:
     db = connect(path, create=False)
-    flows = list(iter_flows(db))
-    events = {flow["id"]: list(iter_events(db, flow["id"])) for flow in flows}
     clear_derived(db)
     db.conn.close()
     writer = Writer(path)
     recorder = Recorder(writer, ClearText())
     try:
-        for flow in flows:
-            replay_flow(recorder, flow, events[flow["id"]])
+        count = replay_db(path, recorder)
         recorder.close()
     finally:
         writer.close()
-    return len(flows)
+    return count
+
+
+def replay_db(source: Path, recorder: Recorder, skip: set[str] | None = None) -> int:
+    """Feed every flow of a capture database to a recorder, in time order; returns how many."""
+    db = connect(source, create=False)
+    count = 0
+    try:
+        for flow in iter_flows(db):
+            if skip is not None and flow["id"] in skip:
+                continue
+            replay_flow(recorder, flow, list(iter_events(db, flow["id"])))
+            count += 1
+    finally:
+        db.conn.close()
+    return count
 
 
 def replay_flow(recorder: Recorder, flow: dict[str, Any], events: list[dict[str, Any]]) -> None:

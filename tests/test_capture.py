@@ -108,3 +108,26 @@ def test_bad_inputs_exit_2(tmp_path: Path) -> None:
     not_db.write_text("hello")
     assert convtap("calls", "--db", str(not_db)).returncode == 2
     assert convtap("calls", "--db", str(tmp_path / "absent.db")).returncode == 2
+
+
+def test_captures_merge_by_importing_one_database_into_another(tmp_path: Path) -> None:
+    har = tmp_path / "session.har"
+    har.write_text(json.dumps(call_and_return_har()))
+    team_a, team_b = tmp_path / "a.db", tmp_path / "b.db"
+    assert convtap("import", str(har), "--db", str(team_a)).returncode == 0
+    assert convtap("import", str(SSE / "resume_cut.sse"), "--db", str(team_b)).returncode == 0
+    before = rows(team_a, "SELECT * FROM tool_returns")
+    proc = convtap("import", str(team_a), "--db", str(team_b))
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 2 flows" in proc.stdout
+    assert rows(team_b, "SELECT count(*) FROM flows") == [(4,)]
+    assert rows(team_b, "SELECT call_id, tool FROM tool_returns") == [(CALL_ID, "alefita_way")]
+    assert rows(
+        team_b, "SELECT request_headers FROM flows WHERE id IN (SELECT flow_id FROM tool_returns)"
+    ) == rows(
+        team_a, "SELECT request_headers FROM flows WHERE id IN (SELECT flow_id FROM tool_returns)"
+    )  # placeholders are not hashed twice
+    assert len(before) == 1
+    again = convtap("import", str(team_a), "--db", str(team_b))
+    assert "imported 0 flows" in again.stdout
+    assert rows(team_b, "SELECT count(*) FROM flows") == [(4,)]
