@@ -30,6 +30,7 @@ from addon.store import dumps
 from addon.turn import TurnDecoder, handoff_topic, message_text, tool_call
 
 WS_BACKLOG = 2000  # frames kept per socket until a turn claims their topic
+WRITTEN_MEMORY = 100_000  # message rows remembered, so that unchanged echoes are not rewritten
 
 
 class Sink(Protocol):
@@ -81,6 +82,7 @@ class Recorder:
         self.topics: dict[str, Turn] = {}  # WebSocket turn topic -> the turn it continues
         self.known_calls: dict[str, str] = {}  # call id -> recipient, for the live lines
         self.echoed: set[str] = set()  # calls already printed (history echoes repeat them)
+        self.written: dict[str, tuple[Any, ...]] = {}  # message id -> what its row holds
         self.auditor = Auditor()  # the contract rules, checked as the session happens
         self.responses = ResponsesSide(self)  # the Responses API flows
 
@@ -104,15 +106,25 @@ class Recorder:
             self.responses.request(ex.id, body, ex.started_at)
         elif kind == "resume" and isinstance(conversation_id, str):
             state.turn = self.open_turns.get(conversation_id)
-        self.sink.put("upsert", "flows", {
-            "id": ex.id, "kind": kind, "method": ex.method, "url": self.redact.url(ex.url),
-            "host": ex.host, "path": ex.path.split("?", 1)[0], "client": client,
-            "request_headers": dumps(self.redact.headers(ex.headers)),
-            "request_body": self._body_text(kind, ex.body, body),
-            "conversation_id": conversation_id if isinstance(conversation_id, str) else None,
-            "turn_id": state.turn.id if state.turn else None,
-            "started_at": ex.started_at, "source": ex.source,
-        })  # fmt: skip
+        self.sink.put(
+            "upsert",
+            "flows",
+            {
+                "id": ex.id,
+                "kind": kind,
+                "method": ex.method,
+                "url": self.redact.url(ex.url),
+                "host": ex.host,
+                "path": ex.path.split("?", 1)[0],
+                "client": client,
+                "request_headers": dumps(self.redact.headers(ex.headers)),
+                "request_body": self._body_text(kind, ex.body, body),
+                "conversation_id": conversation_id if isinstance(conversation_id, str) else None,
+                "turn_id": state.turn.id if state.turn else None,
+                "started_at": ex.started_at,
+                "source": ex.source,
+            },
+        )
         return True
 
     def response_headers(self, flow_id: str, headers: Iterable[tuple[str, str]]) -> bool:
@@ -141,10 +153,18 @@ class Recorder:
         def keep(text: bytes, events: list[SSEEvent]) -> None:
             # Raw events are kept one row per network chunk: the SSE text of the events the
             # chunk completed, which `reprocess` feeds to the decoder again (redacted).
-            self.sink.put("insert", "events", {
-                "flow_id": flow_id, "seq": state.seq, "at": at, "event": "sse",
-                "count": len(events), "data": self.redact.sse(text, events),
-            })  # fmt: skip
+            self.sink.put(
+                "insert",
+                "events",
+                {
+                    "flow_id": flow_id,
+                    "seq": state.seq,
+                    "at": at,
+                    "event": "sse",
+                    "count": len(events),
+                    "data": self.redact.sse(text, events),
+                },
+            )
             state.seq += 1
 
         updates = turn.decoder.feed(data, keep)
@@ -166,8 +186,9 @@ class Recorder:
             return
         at = time.time() if at is None else at
         turn = state.turn
-        is_sse = any(k.lower() == "content-type" and v.startswith("text/event-stream")
-                     for k, v in headers)  # fmt: skip
+        is_sse = any(
+            k.lower() == "content-type" and v.startswith("text/event-stream") for k, v in headers
+        )
         if state.kind == "responses":
             cut = self.responses.end(flow_id, None if state.tapped else body, at)
             if cut and outcome == "complete":
@@ -183,12 +204,18 @@ class Recorder:
             self._persist(turn, at)
         if state.kind == "conversation-get":
             self._nodes(flow_id, parsed, at)
-        self.sink.put("upsert", "flows", {
-            "id": flow_id, "status": status,
-            "response_headers": dumps(self.redact.headers(headers)),
-            "response_body": None if is_sse else self._body_text(state.kind, body, parsed),
-            "ended_at": at, "outcome": outcome,
-        })  # fmt: skip
+        self.sink.put(
+            "upsert",
+            "flows",
+            {
+                "id": flow_id,
+                "status": status,
+                "response_headers": dumps(self.redact.headers(headers)),
+                "response_body": None if is_sse else self._body_text(state.kind, body, parsed),
+                "ended_at": at,
+                "outcome": outcome,
+            },
+        )
         if state.kind != "websocket":
             del self.flows[flow_id]
 
@@ -212,11 +239,18 @@ class Recorder:
         if state is None:
             return
         at = time.time() if at is None else at
-        self.sink.put("insert", "events", {
-            "flow_id": flow_id, "seq": state.seq, "at": at,
-            "event": "ws:client" if from_client else "ws:server", "count": 1,
-            "data": self.redact.text(text),
-        })  # fmt: skip
+        self.sink.put(
+            "insert",
+            "events",
+            {
+                "flow_id": flow_id,
+                "seq": state.seq,
+                "at": at,
+                "event": "ws:client" if from_client else "ws:server",
+                "count": 1,
+                "data": self.redact.text(text),
+            },
+        )
         state.seq += 1
         if from_client:
             return
@@ -247,18 +281,33 @@ class Recorder:
         if request.conversation_id:
             self.open_turns[request.conversation_id] = turn
         for signature in request.signatures:
-            self.sink.put("upsert", "tool_signatures", {
-                "turn_id": turn.id, "name": str(signature.get("name")),
-                "signature": dumps(signature),
-            })  # fmt: skip
+            self.sink.put(
+                "upsert",
+                "tool_signatures",
+                {
+                    "turn_id": turn.id,
+                    "name": str(signature.get("name")),
+                    "signature": dumps(signature),
+                },
+            )
         for n, ret in enumerate(request.returns):
-            self.sink.put("upsert", "tool_returns", {
-                "id": f"{ex.id}:{n}", "protocol": "f-conversation", "flow_id": ex.id,
-                "conversation_id": request.conversation_id,
-                "parent_message_id": request.parent_message_id, "message_id": ret.message_id,
-                "tool": ret.tool, "body_call_id": ret.call_id, "body_tool": ret.body_tool,
-                "message": dumps(self.redact.json(ret.message)), "returned_at": ex.started_at,
-            })  # fmt: skip
+            self.sink.put(
+                "upsert",
+                "tool_returns",
+                {
+                    "id": f"{ex.id}:{n}",
+                    "protocol": "f-conversation",
+                    "flow_id": ex.id,
+                    "conversation_id": request.conversation_id,
+                    "parent_message_id": request.parent_message_id,
+                    "message_id": ret.message_id,
+                    "tool": ret.tool,
+                    "body_call_id": ret.call_id,
+                    "body_tool": ret.body_tool,
+                    "message": dumps(self.redact.json(ret.message)),
+                    "returned_at": ex.started_at,
+                },
+            )
             target = request.parent_message_id or ret.call_id or "?"
             answers = self.known_calls.get(target) or self.known_calls.get(ret.call_id or "")
             paired = f"answers {answers} call {target}" if answers else "answers no recorded call"
@@ -297,37 +346,92 @@ class Recorder:
         else:
             self.open_turns[conversation_id] = turn
 
-    def _message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
+    def _write_message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
+        """A message's row, written when its turn (or leg) ends, and only when it changed since
+        it was last written: history echoes repeat every earlier message on every turn."""
+        text = message_text(message)
+        metadata = message.get("metadata")
+        fingerprint = (
+            message.get("status"),
+            message.get("end_turn"),
+            message.get("recipient"),
+            len(text),
+            len(metadata) if isinstance(metadata, dict) else -1,
+        )
+        if self.written.get(message["id"]) == fingerprint:
+            return
+        if len(self.written) >= WRITTEN_MEMORY:  # forget the oldest half
+            for key in list(self.written)[: WRITTEN_MEMORY // 2]:
+                del self.written[key]
+        self.written[message["id"]] = fingerprint
         author = message.get("author") or {}
         content = message.get("content") or {}
         conversation_id = turn.decoder.decoder.conversation_id or turn.request.conversation_id
         redacted = self.redact.json(message)
+        self.sink.put(
+            "upsert",
+            "messages",
+            {
+                "id": message["id"],
+                "conversation_id": conversation_id,
+                "turn_id": turn.id,
+                "role": author.get("role"),
+                "name": author.get("name"),
+                "recipient": message.get("recipient"),
+                "channel": message.get("channel"),
+                "content_type": content.get("content_type") if isinstance(content, dict) else None,
+                "status": message.get("status"),
+                "text": message_text(redacted),
+                "json": dumps(redacted),
+                "first_seen_at": at,
+                "updated_at": at,
+            },
+        )
+
+    def _message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
+        """A message appeared or changed status: the rules learn its id, and a call is recorded
+        (and printed, and checked) as soon as it is complete."""
+        conversation_id = turn.decoder.decoder.conversation_id or turn.request.conversation_id
         self.auditor.seen(conversation_id, [message["id"]])
-        self.sink.put("upsert", "messages", {
-            "id": message["id"], "conversation_id": conversation_id, "turn_id": turn.id,
-            "role": author.get("role"), "name": author.get("name"),
-            "recipient": message.get("recipient"), "channel": message.get("channel"),
-            "content_type": content.get("content_type") if isinstance(content, dict) else None,
-            "status": message.get("status"), "text": message_text(redacted),
-            "json": dumps(redacted), "first_seen_at": at, "updated_at": at,
-        })  # fmt: skip
         call = tool_call(message)
         if call is None:
             return
         self.known_calls[call.call_id] = call.recipient
-        self.sink.put("upsert", "tool_calls", {
-            "call_id": call.call_id, "protocol": "f-conversation", "turn_id": turn.id,
-            "conversation_id": conversation_id, "recipient": call.recipient, "kind": call.kind,
-            "tool": call.tool, "arguments": dumps(self.redact.json(call.arguments)),
-            "arguments_text": call.arguments_text, "complete": int(call.complete), "called_at": at,
-        })  # fmt: skip
+        self.sink.put(
+            "upsert",
+            "tool_calls",
+            {
+                "call_id": call.call_id,
+                "protocol": "f-conversation",
+                "turn_id": turn.id,
+                "conversation_id": conversation_id,
+                "recipient": call.recipient,
+                "kind": call.kind,
+                "tool": call.tool,
+                "arguments": dumps(self.redact.json(call.arguments)),
+                "arguments_text": call.arguments_text,
+                "complete": int(call.complete),
+                "called_at": at,
+            },
+        )
         if call.complete and call.call_id not in self.echoed:
             self.echoed.add(call.call_id)
             self.echo(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
-            self._report(self.auditor.call(Call(
-                call.call_id, call.recipient, call.kind, call.tool, call.arguments,
-                call.arguments_text, conversation_id, turn.id, at,
-            )))  # fmt: skip
+            self._report(
+                self.auditor.call(
+                    Call(
+                        call.call_id,
+                        call.recipient,
+                        call.kind,
+                        call.tool,
+                        call.arguments,
+                        call.arguments_text,
+                        conversation_id,
+                        turn.id,
+                        at,
+                    )
+                )
+            )
 
     def _report(self, findings: list[Finding]) -> None:
         for finding in findings:
@@ -342,28 +446,48 @@ class Recorder:
         d = turn.decoder.decoder
         for message in d.messages.values():
             self._message(turn, message, at)
+            self._write_message(turn, message, at)
         req = turn.request
-        self.sink.put("upsert", "turns", {
-            "id": turn.id, "conversation_id": d.conversation_id or req.conversation_id,
-            "parent_message_id": req.parent_message_id, "model": req.model,
-            "client": turn.client,
-            "challenge": self.redact.placeholder(req.challenge) if req.challenge else None,
-            "execution_target": dumps(self.redact.json(req.execution_target)),
-            "message_ids": dumps(req.message_ids), "encoding": d.encoding, "done": int(d.done),
-            "stream_complete": int(d.stream_complete), "truncated": int(turn.decoder.truncated),
-            "event_count": d.event_count, "legs": turn.decoder.legs, "ws_topic": turn.ws_topic,
-            "errors": dumps([e._asdict() for e in d.errors]), "started_at": turn.started_at,
-            "ended_at": at,
-        })  # fmt: skip
+        self.sink.put(
+            "upsert",
+            "turns",
+            {
+                "id": turn.id,
+                "conversation_id": d.conversation_id or req.conversation_id,
+                "parent_message_id": req.parent_message_id,
+                "model": req.model,
+                "client": turn.client,
+                "challenge": self.redact.placeholder(req.challenge) if req.challenge else None,
+                "execution_target": dumps(self.redact.json(req.execution_target)),
+                "message_ids": dumps(req.message_ids),
+                "encoding": d.encoding,
+                "done": int(d.done),
+                "stream_complete": int(d.stream_complete),
+                "truncated": int(turn.decoder.truncated),
+                "event_count": d.event_count,
+                "legs": turn.decoder.legs,
+                "ws_topic": turn.ws_topic,
+                "errors": dumps([e._asdict() for e in d.errors]),
+                "started_at": turn.started_at,
+                "ended_at": at,
+            },
+        )
 
     def _nodes(self, flow_id: str, body: Any, at: float) -> None:
         conversation_id, nodes = conversation_nodes(body)
         for node in nodes:
-            self.sink.put("upsert", "conversation_nodes", {
-                "conversation_id": conversation_id, "node_id": node["node_id"],
-                "message_id": node.get("id"), "role": (node.get("author") or {}).get("role"),
-                "flow_id": flow_id, "seen_at": at,
-            })  # fmt: skip
+            self.sink.put(
+                "upsert",
+                "conversation_nodes",
+                {
+                    "conversation_id": conversation_id,
+                    "node_id": node["node_id"],
+                    "message_id": node.get("id"),
+                    "role": (node.get("author") or {}).get("role"),
+                    "flow_id": flow_id,
+                    "seen_at": at,
+                },
+            )
 
     def _body_text(self, kind: str, raw: bytes | None, parsed: Any) -> str | None:
         if not raw:
