@@ -151,21 +151,7 @@ class Recorder:
         at = time.time() if at is None else at
 
         def keep(text: bytes, events: list[SSEEvent]) -> None:
-            # Raw events are kept one row per network chunk: the SSE text of the events the
-            # chunk completed, which `reprocess` feeds to the decoder again (redacted).
-            self.sink.put(
-                "insert",
-                "events",
-                {
-                    "flow_id": flow_id,
-                    "seq": state.seq,
-                    "at": at,
-                    "event": "sse",
-                    "count": len(events),
-                    "data": self.redact.sse(text, events),
-                },
-            )
-            state.seq += 1
+            self.keep_raw(flow_id, at, "sse", len(events), self.redact.sse(text, events))
 
         updates = turn.decoder.feed(data, keep)
         self._updates(turn, updates, at)
@@ -219,6 +205,16 @@ class Recorder:
         if state.kind != "websocket":
             del self.flows[flow_id]
 
+    def keep_raw(self, flow_id: str, at: float, event: str, count: int, data: str) -> None:
+        """One row of raw events, in the flow's order: an SSE chunk's completed events (as the
+        SSE text that `reprocess` feeds to the decoder again) or a WebSocket frame, redacted."""
+        state = self.flows[flow_id]
+        self.sink.put("insert", "events", {
+            "flow_id": flow_id, "seq": state.seq, "at": at, "event": event, "count": count,
+            "data": data,
+        })  # fmt: skip
+        state.seq += 1
+
     def lost(self, flow_id: str, size: int) -> None:
         """The proxy could not hand over `size` bytes of this flow's body (the recorder was too
         far behind): say so on the flow and in the turn's decode errors."""
@@ -239,19 +235,8 @@ class Recorder:
         if state is None:
             return
         at = time.time() if at is None else at
-        self.sink.put(
-            "insert",
-            "events",
-            {
-                "flow_id": flow_id,
-                "seq": state.seq,
-                "at": at,
-                "event": "ws:client" if from_client else "ws:server",
-                "count": 1,
-                "data": self.redact.text(text),
-            },
-        )
-        state.seq += 1
+        event = "ws:client" if from_client else "ws:server"
+        self.keep_raw(flow_id, at, event, 1, self.redact.text(text))
         if from_client:
             return
         state.backlog.append(text)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 class ResponsesFlow:
     decoder: ResponsesDecoder = field(default_factory=ResponsesDecoder)
     parser: SSEParser = field(default_factory=SSEParser)
-    seq: int = 0
 
 
 class ResponsesSide:
@@ -56,11 +55,7 @@ class ResponsesSide:
         if not events:
             return
         rec = self.recorder
-        rec.sink.put("insert", "events", {
-            "flow_id": flow_id, "seq": flow.seq, "at": at, "event": "sse",
-            "count": len(events), "data": rec.redact.sse(flow.parser.consumed, events),
-        })  # fmt: skip
-        flow.seq += 1
+        rec.keep_raw(flow_id, at, "sse", len(events), rec.redact.sse(flow.parser.consumed, events))
         for event in events:
             flow.decoder.feed(event)
 
