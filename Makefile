@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench goldens schemas clean
+.PHONY: demo test lint dist bench goldens schemas clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -24,6 +24,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check addon tests bench captures
 	$(BIN)/ruff format --check addon tests bench captures
 	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+# The sdist and the wheel (the wheel is built from the sdist alone), then checked.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 bench: $(STAMP)
 	$(BIN)/python bench/decode_bench.py
@@ -38,4 +45,4 @@ schemas: $(STAMP)
 	$(BIN)/convtap schemas
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build

@@ -17,21 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from addon.audit import run_audit
-from addon.store import connect, dumps, insert_sql
+from convtap.mock.refclient import signatures
+from convtap.record.capture import audit_capture
+from convtap.record.store import connect, insert_sql
+from convtap.wire.jsonvalue import dumps
 
-SIGNATURES = [
-    json.loads(
-        (
-            Path(__file__).resolve().parent.parent
-            / "captures"
-            / "examples"
-            / "seed"
-            / f"signature_{name}.json"
-        ).read_text()
-    )
-    for name in ("handoff", "alefita_way")
-]
+SIGNATURES = signatures()
 
 
 def session(n: int) -> dict[str, list[dict[str, Any]]]:
@@ -143,7 +134,7 @@ def main() -> None:
             path = Path(tmp) / f"audit-{size}.db"
             build(path, size)
             start = time.perf_counter()
-            result = run_audit(path)
+            result = audit_capture(path)
             seconds = time.perf_counter() - start
             summary = result.summary()
             expected = (size + 9) // 10

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-
-from addon.turn import TurnDecoder
+from convtap.wire.turn import TurnDecoder
 
 WORDS = [
     "o",
@@ -241,8 +240,8 @@ def responses_stream(rng: random.Random, n: int) -> bytes:
 
 
 def responses_decoder(chunk: int) -> Callable[[list[bytes]], int]:
-    from addon.responses import ResponsesDecoder
-    from addon.sse import SSEParser
+    from convtap.wire.responses import ResponsesDecoder
+    from convtap.wire.sse import SSEParser
 
     def run(bodies: list[bytes]) -> int:
         count = 0

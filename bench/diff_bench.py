@@ -23,11 +23,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the checkout's `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from addon.recorder import Exchange  # noqa: E402
-from addon.worker import LocalRecorder  # noqa: E402
+from convtap.record.events import (  # noqa: E402
+    BodyChunk,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+)
+from convtap.record.worker import LocalRecorder  # noqa: E402
+
 from bench.decode_bench import generate  # noqa: E402
 
-SSE = [("content-type", "text/event-stream")]
+SSE = (("content-type", "text/event-stream"),)
 
 
 def build(path: Path, bodies: list[bytes]) -> int:
@@ -36,24 +42,14 @@ def build(path: Path, bodies: list[bytes]) -> int:
     for n, body in enumerate(bodies):
         flow = f"flow-{n}"
         request = json.dumps({"action": "next", "messages": [], "model": "m"}).encode()
-        recorder.call(
-            "request",
-            Exchange(
-                flow,
-                "POST",
-                "https://x/backend-api/f/conversation",
-                "x",
-                "/backend-api/f/conversation",
-                [],
-                request,
-                float(n),
-            ),
-        )
-        recorder.call("response_headers", flow, SSE)
+        path_ = "/backend-api/f/conversation"
+        recorder.handle(RequestSeen(flow, "POST", f"https://x{path_}", "x", path_, (), request,
+                                    float(n)))  # fmt: skip
+        recorder.handle(ResponseStarted(flow, 200, SSE))
         for i in range(0, len(body), 16384):
-            recorder.chunk(flow, body[i : i + 16384], float(n))
+            recorder.handle(BodyChunk(flow, body[i : i + 16384], float(n)))
         events += body.count(b"\n\n")
-        recorder.call("response_end", flow, 200, SSE, None, "complete", float(n))
+        recorder.handle(ResponseEnded(flow, 200, SSE, None, "complete", float(n)))
     recorder.close()
     return events
 
@@ -102,7 +98,7 @@ def main() -> None:
         db_mb = (a.stat().st_size + b.stat().st_size) / 1e6
         start = time.perf_counter()
         command = ["diff", "--format", "json", "--fail-on", "never", str(a), str(b)]
-        out, peak = run_measured([sys.executable, "-m", "addon.cli", *command])
+        out, peak = run_measured([sys.executable, "-m", "convtap.cli", *command])
         seconds = time.perf_counter() - start
     summary = json.loads(out)["summary"]
     print(

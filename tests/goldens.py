@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from addon.redact import Redactor
-from addon.turn import decode_turn
+from convtap.record.redact import Redactor
+from convtap.wire.turn import decode_turn
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "captures" / "examples" / "sse"
 CASES: dict[str, dict[str, Any]] = json.loads((EXAMPLES / "cases.json").read_text())

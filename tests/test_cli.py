@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.goldens import EXAMPLES
+from tests.runner import convtap
 
 ROOT = Path(__file__).resolve().parent.parent
-CONVTAP = [sys.executable, "-m", "addon.cli"]
 CONTRACT_KEYS = {
     "protocol",
     "encoding",
@@ -30,8 +29,16 @@ CONTRACT_KEYS = {
 }
 
 
-def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*CONVTAP, *args], input=stdin, capture_output=True, cwd=ROOT, timeout=60)
+@dataclass
+class RanBytes:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run(*args: str, stdin: bytes = b"") -> RanBytes:
+    ran = convtap(*args, stdin=stdin)
+    return RanBytes(ran.returncode, ran.stdout_bytes, ran.stderr.encode())
 
 
 def test_decode_json_has_the_contract_shape() -> None:
@@ -128,7 +135,7 @@ def test_schemas_check_fails_when_stale(tmp_path: Path) -> None:
 
 
 def test_every_command_is_documented_in_the_readme() -> None:
-    from addon.cli import main
+    from convtap.cli import main
 
     readme = (ROOT / "README.md").read_text()
     missing = [name for name in main.commands if f"convtap {name}" not in readme]

@@ -1,6 +1,6 @@
 """Builds the rule fixtures: `python captures/examples/rules/build.py`.
 
-Every rule of addon/rules.toml gets `<id>/fail.har` (a session that breaks it) and
+Every rule of addon/convtap/contract/rules.toml gets `<id>/fail.har` (a session that breaks it) and
 `<id>/pass.har` (one that keeps it). All are the seed 000 session — the turn that calls
 `local.alefita_way`, a prepare, the return, its continuation, `GET conversation/<id>` — with one
 change each. `convtap import` reads them like any browser's HAR export.
@@ -20,7 +20,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent
-RULES = EXAMPLES.parent.parent / "addon" / "rules.toml"
+RULES = EXAMPLES.parent.parent / "addon" / "convtap" / "contract" / "rules.toml"
 API = "https://chatgpt.com/backend-api/"
 CONV = "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"  # the conversation of sse/alefita_way_call.sse
 CALL_ID = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"  # seed 000 §2
@@ -31,8 +31,15 @@ T0 = datetime(2026, 8, 27, 19, 51, tzinfo=UTC).timestamp()
 Session = dict[str, Any]
 
 
+EXAMPLES_SEED = EXAMPLES / "seed"
+
+
 def seed(name: str) -> Any:
-    return json.loads((EXAMPLES / "seed" / f"{name}.json").read_text())
+    """A seed example; the two signatures ship inside the package (the mock declares them)."""
+    path = EXAMPLES_SEED / f"{name}.json"
+    if not path.exists():
+        path = HERE.parents[2] / "addon" / "convtap" / "mock" / "seed" / f"{name}.json"
+    return json.loads(path.read_text())
 
 
 def base() -> Session:

@@ -1,0 +1,5 @@
+"""`python -m convtap`: the same as the `convtap` command."""
+
+from convtap.cli import main
+
+main()

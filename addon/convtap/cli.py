@@ -1,0 +1,637 @@
+"""The `convtap` command line: parse, make one library call, render."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from convtap.record.redact import Redactor
+from convtap.record.store import DEFAULT_DB
+from convtap.wire.turn import TurnDecoder, decode_turn, message_text, tool_call
+
+MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
+
+db_option = click.option(
+    "--db", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DB,
+    show_default=True, help="The capture database.",
+)  # fmt: skip
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="convtap")
+def main() -> None:
+    """convtap: record, decode and audit ChatGPT's f/conversation protocol."""
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input or usage: one line on stderr, exit 2."""
+    click.echo(f"convtap: {message}", err=True)
+    sys.exit(2)
+
+
+def read_input(name: str) -> bytes:
+    try:
+        if name == "-":
+            return sys.stdin.buffer.read()
+        return Path(name).read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {name}: {exc.strerror or exc}")
+
+
+@main.command()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for tools (a stable shape).",
+)
+@click.option("--no-redact", is_flag=True, help="Print secrets (tokens, challenges) in clear.")
+@click.option(
+    "--ws",
+    "ws_path",
+    metavar="FRAMES.jsonl",
+    help="WebSocket frames, one frame's JSON text per line, continuing the turn.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["auto", "f-conversation", "responses"]),
+    default="auto",
+    show_default=True,
+    help="auto tells a Responses API stream from an f/conversation one.",
+)
+@click.argument("files", nargs=-1, required=True, metavar="FILE [FILE...]")
+def decode(
+    fmt: str, no_redact: bool, ws_path: str | None, protocol: str, files: tuple[str, ...]
+) -> None:
+    """Decode a raw f/conversation response body into messages, events and tool calls.
+
+    Several FILEs are one turn: the f/conversation body, then its resume legs. `-` is stdin.
+
+    \b
+    Example:
+      convtap decode captures/examples/sse/alefita_way_call.sse
+      convtap decode --format json body.sse resume.sse --ws frames.jsonl
+    """
+    from convtap.wire.responses import decode_responses, looks_like_responses
+
+    bodies = [read_input(name) for name in files]
+    render: Callable[[dict[str, Any]], str]
+    if protocol == "responses" or (protocol == "auto" and looks_like_responses(bodies[0])):
+        result = decode_responses(bodies).result()
+        render = render_responses
+    else:
+        frames: list[str] = []
+        if ws_path is not None:
+            text = read_input(ws_path).decode("utf-8", "replace")
+            frames = [line for line in text.splitlines() if line.strip()]
+        turn = decode_turn(bodies, frames)
+        result = turn.result()
+        render = functools.partial(render_turn, turn)
+    if no_redact:
+        click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
+    else:
+        result = Redactor().json(result)
+    click.echo(
+        json.dumps(result, ensure_ascii=False, indent=2) if fmt == "json" else render(result)
+    )
+
+
+def render_responses(result: dict[str, Any]) -> str:
+    """A decoded Responses API stream for people: its items, the client calls marked."""
+    lines = [
+        f"response {result['response_id'] or '-'} · {result['status'] or 'no status'} · "
+        f"{len(result['event_types'])} event types"
+    ]
+    for item in result["output_items"]:
+        name = item.get("name") or item.get("role") or ""
+        lines.append(
+            f"── {item.get('type')} {name} · id {item.get('id')}"
+            + (f" · call_id {item['call_id']}" if item.get("call_id") else "")
+        )
+    for call in result["tool_calls"]:
+        lines.append(
+            f"   ⚙ client call: {call['type']} {call['name'] or ''} "
+            f"call_id {call['call_id']} (item {call['item_id']})"
+        )
+    lines += [f"   error {e['event_index']}: {e['kind']}: {e['detail']}" for e in result["errors"]]
+    return "\n".join(lines)
+
+
+def render_turn(turn: TurnDecoder, result: dict[str, Any]) -> str:
+    """The decoded turn for people: one block per message, tool calls marked, errors listed."""
+    state = ["done" if result["done"] else "no [DONE]"]
+    if result["stream_complete"]:
+        state.append("stream complete")
+    if result["truncated"]:
+        state.append("TRUNCATED (the last body ended inside an event)")
+    encoding = result["encoding"] or "legacy"
+    lines = [
+        f"conversation {result['conversation_id'] or '-'} · encoding {encoding}"
+        f" · {result['event_count']} events · {turn.legs} leg(s) · {', '.join(state)}",
+    ]
+    for message in result["messages"]:
+        author = message.get("author") or {}
+        role = author.get("role", "?") + (f" ({author['name']})" if author.get("name") else "")
+        recipient = message.get("recipient") or "all"
+        details = [str(message.get(k)) for k in ("channel", "status") if message.get(k)]
+        lines += ["", f"── {role} → {recipient} · {' · '.join(details)} · {message['id']}"]
+        call = tool_call(message)
+        if call is not None:
+            state_word = "complete" if call.complete else "in progress"
+            lines.append(f"   ⚙ {call.kind} tool call: {call.tool} ({state_word})")
+        text = message_text(message)
+        lines += [f"   {line}" for line in text.splitlines() or ([text] if text else [])]
+    for label, key in (("event", "events"), ("other event", "other_events")):
+        if result[key]:
+            kinds = [e.get("type", "?") if key == "events" else ",".join(e) for e in result[key]]
+            lines += ["", f"{len(kinds)} {label}(s): {', '.join(kinds)}"]
+    if result["errors"]:
+        lines += ["", f"{len(result['errors'])} decode error(s):"]
+        lines += [
+            f"  event {e['event_index']}: {e['kind']}: {e['detail']}" for e in result["errors"]
+        ]
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--check", is_flag=True, help="Exit 1 if the files differ from the models.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("schemas"),
+    show_default=True,
+    help="Where the schema files live.",
+)
+def schemas(check: bool, directory: Path) -> None:
+    """Write the JSON Schema of every wire model into schemas/ (or check it is current).
+
+    \b
+    Example:
+      convtap schemas            # after changing addon/models/
+      convtap schemas --check    # in CI: fails when schemas/ is stale
+    """
+    from convtap.models.export import export_schemas
+
+    wanted = export_schemas()
+    present = (
+        {p.name: p.read_text() for p in directory.glob("*.json")} if directory.is_dir() else {}
+    )
+    stale = sorted(n for n in wanted if present.get(n) != wanted[n])
+    extra = sorted(set(present) - set(wanted))
+    if check:
+        if stale or extra:
+            for name in stale:
+                click.echo(f"stale or missing: {directory / name}", err=True)
+            for name in extra:
+                click.echo(f"not produced by any model: {directory / name}", err=True)
+            click.echo("convtap: schemas/ is out of date; run `convtap schemas`", err=True)
+            sys.exit(1)
+        click.echo(f"{len(wanted)} schema files in {directory} match the models")
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in stale:
+        (directory / name).write_text(wanted[name])
+    for name in extra:
+        (directory / name).unlink()
+    click.echo(
+        f"wrote {len(stale)}, removed {len(extra)}, {len(wanted)} schema files in {directory}"
+    )
+
+
+@main.command()
+@click.option(
+    "--mode",
+    default="regular",
+    show_default=True,
+    metavar="MODE",
+    help="mitmproxy's mode syntax: regular, reverse:http://127.0.0.1:9000, "
+    "upstream:http://proxy:3128, ...",
+)
+@click.option("--listen-host", default="127.0.0.1", show_default=True)
+@click.option("--listen-port", default=8080, show_default=True, type=int)
+@db_option
+@click.option("--no-redact", is_flag=True, help="Store secrets in clear (loudly).")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Any other mitmproxy option (confdir, ssl_insecure, ...); repeatable.",
+)
+def record(
+    mode: str,
+    listen_host: str,
+    listen_port: int,
+    db: Path,
+    no_redact: bool,
+    settings: tuple[str, ...],
+) -> None:
+    """Run the proxy and record every turn, tool call and tool return into --db.
+
+    Prints how to point a client at the proxy and trust its CA, then one line per tool call and
+    tool return as they happen. Ctrl-C flushes the database and exits.
+
+    \b
+    Example:
+      convtap record                                   # regular proxy on 127.0.0.1:8080
+      convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
+    """
+    from mitmproxy.tools.main import mitmdump
+
+    if no_redact:
+        click.echo("convtap: --no-redact: secrets will be stored in clear", err=True)
+    args = ["--mode", mode, "--listen-host", listen_host, "--listen-port", str(listen_port),
+            "-s", str(MITM_SCRIPT), "--set", f"convtap_db={db}",
+            "--set", f"convtap_redact={'false' if no_redact else 'true'}",
+            "--set", "convtap_echo=stdout", "--set", "convtap_ws_trim=true",
+            "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
+    for setting in settings:
+        args += ["--set", setting]
+    mitmdump(args)
+
+
+@main.command("import")
+@click.argument(
+    "files",
+    nargs=-1,
+    required=True,
+    metavar="FILE...",
+    type=click.Path(dir_okay=False, path_type=Path),
+)
+@db_option
+@click.option("--no-redact", is_flag=True, help="Store secrets in clear (loudly).")
+def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
+    """Import mitmproxy flow files (.mitm), HAR files and raw .sse bodies into --db.
+
+    They go through the same pipeline as live traffic; flows already in the database are
+    skipped, so importing a file twice adds nothing.
+
+    \b
+    Example:
+      convtap import session.har --db captures/audit.db
+      convtap import flows.mitm body.sse
+    """
+    from convtap.record.capture import import_into
+    from convtap.record.readers import CaptureError
+    from convtap.record.store import StoreError
+
+    for path in files:
+        if not path.is_file():
+            fail(f"cannot read {path}: no such file")
+    try:
+        total = sum(p.stat().st_size for p in files)
+        with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+            imported, skipped = import_into(db, list(files), redact=not no_redact,
+                                            progress=bar.update)  # fmt: skip
+    except (CaptureError, StoreError) as exc:
+        fail(str(exc))
+    click.echo(f"imported {imported} flows into {db} ({skipped} already there)")
+
+
+@main.command()
+@db_option
+def reprocess(db: Path) -> None:
+    """Decode a capture again, from its raw events, with this version's decoder.
+
+    Flows and raw events stay; turns, messages, calls, returns and findings are rebuilt.
+    """
+    from convtap.record.replay import reprocess_db
+    from convtap.record.store import StoreError
+
+    try:
+        count = reprocess_db(db)
+    except StoreError as exc:
+        fail(str(exc))
+    click.echo(f"reprocessed {count} flows in {db}")
+
+
+@main.command()
+@db_option
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def calls(db: Path, fmt: str) -> None:
+    """The call ledger: one row per tool call, with its return and what became of it.
+
+    \b
+    Example:
+      convtap calls --db captures/capture.db
+    """
+    from convtap.record.capture import ledger
+    from convtap.record.store import StoreError
+
+    try:
+        rows = ledger(db)
+    except StoreError as exc:
+        fail(str(exc))
+    if fmt == "json":
+        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    click.echo(render_ledger(rows))
+
+
+def render_ledger(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no tool calls recorded"
+    header = ("tool", "call id", "conversation", "called at", "return id", "answered",
+              "accepted", "continued", "findings")  # fmt: skip
+    table = [header]
+    for r in rows:
+        called = (
+            time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
+        )
+        table.append((
+            r["recipient"], r["call_id"], r["conversation_id"] or "-", called,
+            r["return_id"] or "-", _yes(r["answered"]), _yes(r["accepted"]),
+            _yes(r["continued"]), str(r["findings"]),
+        ))  # fmt: skip
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+@main.command()
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "junit", "sarif", "github"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "never"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding at or above this severity exists.",
+)
+@click.option(
+    "--rule", "rules", multiple=True, metavar="ID", help="Report only these rules (repeatable)."
+)
+def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
+    """Check every tool return in a capture against the contract and report the findings.
+
+    Exit 0 when no finding is at or above --fail-on, 1 when there is one, 2 on bad usage or an
+    unreadable database. The findings table of the database is rewritten with what it finds.
+
+    \b
+    Example:
+      convtap audit --db captures/capture.db
+      convtap audit --format sarif > convtap.sarif      # for code scanning
+      convtap audit --format github --fail-on warning   # in a GitHub workflow
+    """
+    from convtap.contract.formats import render
+    from convtap.contract.registry import SEVERITIES, registry
+    from convtap.record.capture import audit_capture
+    from convtap.record.store import StoreError
+
+    unknown = sorted(set(rules) - set(registry()))
+    if unknown:
+        fail(f"unknown rule {', '.join(unknown)} (see `convtap rules`)")
+    try:
+        result = audit_capture(db, set(rules) or None)
+    except StoreError as exc:
+        fail(str(exc))
+    output = render(result, fmt, str(db))
+    if output:
+        click.echo(output)
+    if fail_on != "never":
+        worst = SEVERITIES.index(fail_on)
+        if any(SEVERITIES.index(f.severity) <= worst for f in result.findings):
+            sys.exit(1)
+
+
+@main.command("rules")
+@click.argument("rule_id", required=False, metavar="[ID]")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def rules_(rule_id: str | None, fmt: str) -> None:
+    """List the contract rules, or explain one.
+
+    \b
+    Example:
+      convtap rules
+      convtap rules return-call-id
+    """
+    from dataclasses import asdict
+
+    from convtap.contract.registry import registry
+
+    table = registry()
+    if rule_id is not None and rule_id not in table:
+        fail(f"unknown rule {rule_id} (see `convtap rules`)")
+    if fmt == "json":
+        if rule_id is not None:
+            click.echo(json.dumps(asdict(table[rule_id]), ensure_ascii=False, indent=2))
+        else:
+            listing = [{"id": r.id, "severity": r.severity, "summary": r.summary}
+                       for r in table.values()]  # fmt: skip
+            click.echo(json.dumps(listing, ensure_ascii=False, indent=2))
+        return
+    if rule_id is None:
+        width = max(map(len, table))
+        for rule in table.values():
+            click.echo(f"{rule.id:<{width}}  {rule.severity:<7}  {rule.summary}")
+        return
+    rule = table[rule_id]
+    click.echo(f"{rule.id} ({rule.severity}): {rule.summary}\n")
+    click.echo(rule.explanation.strip() + "\n")
+    click.echo(f"Seed: {rule.seed}\n")
+    click.echo(f"Bad:  {json.dumps(json.loads(rule.bad), ensure_ascii=False)}")
+    click.echo(f"Good: {json.dumps(json.loads(rule.good), ensure_ascii=False)}")
+
+
+@main.command()
+@click.argument(
+    "captures", nargs=-1, metavar="A B", type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--against-schemas",
+    is_flag=True,
+    help="Compare one capture with the models in schemas/ instead (drift).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["breaking", "non-breaking", "any", "never"]),
+    default="breaking",
+    show_default=True,
+    help="Exit 1 when a change at or above this level exists (any: every level).",
+)
+def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: str) -> None:
+    """What changed in the protocol between capture A and capture B (databases, or anything
+    `convtap import` reads), or what a capture carries that the models do not know.
+
+    \b
+    Example:
+      convtap diff captures/examples/diff/older.har captures/examples/diff/newer.har
+      convtap diff --format json old.db new.db
+      convtap diff --against-schemas captures/capture.db
+    """
+    from convtap.diff.compare import LEVELS, capture_shapes, compare, drift, render
+    from convtap.record.readers import CaptureError
+    from convtap.record.store import StoreError
+
+    wanted = 1 if against_schemas else 2
+    if len(captures) != wanted:
+        fail("diff takes two captures, A and B (or one with --against-schemas)")
+    for path in captures:
+        if not path.is_file():
+            fail(f"cannot read {path}: no such file")
+    try:
+        shapes = [capture_shapes(path) for path in captures]
+    except (CaptureError, StoreError) as exc:
+        fail(str(exc))
+    if against_schemas:
+        changes = drift(shapes[0])
+        title = f"{captures[0]} against the models in schemas/"
+    else:
+        changes = compare(shapes[0], shapes[1])
+        title = f"{captures[0]} → {captures[1]}"
+    click.echo(render(changes, fmt, title))
+    if fail_on == "never":
+        return
+    levels = LEVELS if fail_on == "any" else LEVELS[: LEVELS.index(fail_on) + 1]
+    if any(c.level in levels for c in changes):
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
+@click.option(
+    "--scenario",
+    default="alefita_way",
+    show_default=True,
+    help="A scenario that ships with convtap (plain, alefita_way, handoff, websocket, "
+    "resume) or the path of a scenario file.",
+)
+@click.option("--gzip", is_flag=True, help="Content-Encoding: gzip, flushed per event.")
+@click.option(
+    "--hold-after",
+    type=int,
+    metavar="N",
+    help="Hold each stream after N events until POST /_mock/go.",
+)
+@click.option("--die-after", type=int, metavar="N", help="Drop the connection after N events.")
+@click.option("--tls", is_flag=True, help="Serve HTTPS with a throw-away CA.")
+@click.option(
+    "--cert-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write that CA's certificate (PEM) for clients to trust.",
+)
+@click.option(
+    "--delay",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Pause between chunks.",
+)
+def mock(
+    host: str,
+    port: int,
+    scenario: str,
+    gzip: bool,
+    hold_after: int | None,
+    die_after: int | None,
+    tls: bool,
+    cert_file: Path | None,
+    delay: float,
+) -> None:
+    """Play the server's side on 127.0.0.1: prepare, sentinel, f/conversation, resume,
+    GET conversation/<id> and the user WebSocket, as a scenario says.
+
+    Like the real server it accepts any tool return; GET /_mock/received shows what it got.
+
+    \b
+    Example:
+      convtap mock --scenario alefita_way --port 9000
+      convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
+    """
+    from convtap.mock.scenario import ScenarioError
+    from convtap.mock.server import run
+
+    try:
+        run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
+            tls=tls, cert_file=cert_file, delay=delay)  # fmt: skip
+    except ScenarioError as exc:
+        fail(str(exc))
+
+
+@main.command()
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("captures") / "demo.db",
+    show_default=True,
+    help="Where the demo session is recorded (replaced on each run).",
+)
+def demo(db: Path) -> None:
+    """Run the main job end to end on 127.0.0.1: the mock, the recorder in front of it, the
+    reference client answering a tool call correctly and then wrongly; print the call ledger."""
+    from convtap.contract.formats import render
+    from convtap.mock.demo import run_demo
+    from convtap.record.capture import audit_capture, ledger
+
+    run_demo(db, click.echo)
+    result = audit_capture(db)
+    click.echo(f"== the audit (convtap audit --db {db})")
+    click.echo(render(result, "text", str(db)))
+    click.echo(f"\n== the call ledger (convtap calls --db {db})")
+    click.echo(render_ledger(ledger(db)))
+    click.echo(f"\nThe session is in {db.resolve()}")
+
+
+@main.command("datasette-metadata")
+def datasette_metadata() -> None:
+    """Print the path of the canned Datasette queries for capture databases.
+
+    \b
+    Example:
+      datasette captures/capture.db -m "$(convtap datasette-metadata)"
+    """
+    from convtap.record.store import DATASETTE
+
+    click.echo(str(DATASETTE))
+
+
+@main.command("mitm-script")
+def mitm_script() -> None:
+    """Print the path of the script mitmproxy loads to record with convtap.
+
+    \b
+    Example:
+      mitmdump -s "$(convtap mitm-script)" --set convtap_db=captures/capture.db
+      mitmweb -s "$(convtap mitm-script)"
+    """
+    click.echo(str(MITM_SCRIPT))
+
+
+if __name__ == "__main__":
+    main()

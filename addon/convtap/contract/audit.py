@@ -1,0 +1,100 @@
+"""`convtap audit`: a session replayed into a fresh auditor, in time order, gives the findings.
+
+The timeline is plain data (what a capture recorded, read by `convtap.record`); this module
+never opens a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from convtap.contract.auditor import Auditor
+from convtap.contract.registry import SEVERITIES, Finding
+from convtap.contract.returns import Call
+
+
+@dataclass(frozen=True)
+class Prepared:
+    conversation_id: str | None
+    at: float
+
+
+@dataclass(frozen=True)
+class CallMade:
+    call: Call
+
+
+@dataclass(frozen=True)
+class ConversationRequest:
+    flow_id: str
+    body: Any
+    at: float
+
+
+@dataclass(frozen=True)
+class ClientCallMade:
+    """A Responses API client call (function_call, custom_tool_call, client tool_search_call)."""
+
+    flow_id: str
+    response_id: str | None
+    call: dict[str, Any]
+    at: float
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    flow_id: str
+    body: Any
+    at: float
+
+
+@dataclass(frozen=True)
+class MessageShown:
+    conversation_id: str | None
+    message_id: str
+
+
+Happening = (
+    Prepared | CallMade | ConversationRequest | ClientCallMade | ResponsesRequest | MessageShown
+)
+
+
+@dataclass
+class AuditResult:
+    calls: int
+    returns: int
+    findings: list[Finding]
+
+    def summary(self) -> dict[str, Any]:
+        counts = {severity: 0 for severity in SEVERITIES}
+        for finding in self.findings:
+            counts[finding.severity] += 1
+        return {"calls": self.calls, "returns": self.returns, "findings": counts}
+
+    def to_json(self) -> dict[str, Any]:
+        """`convtap audit --format json` (a contract)."""
+        return {"summary": self.summary(), "findings": [asdict(f) for f in self.findings]}
+
+
+def audit(timeline: Iterable[Happening]) -> tuple[list[Finding], int]:
+    """Every finding of a session, and how many returns and outputs were checked."""
+    auditor = Auditor()
+    findings: list[Finding] = []
+    for item in timeline:
+        match item:
+            case Prepared(conversation_id, at):
+                auditor.prepare(conversation_id, at)
+            case CallMade(call):
+                findings += auditor.call(call)
+            case ConversationRequest(flow_id, body, at):
+                findings += auditor.request(flow_id, body, at)
+            case ClientCallMade(flow_id, response_id, call, at):
+                findings += auditor.responses.response(flow_id, response_id, [call], at)
+            case ResponsesRequest(flow_id, body, at):
+                findings += auditor.responses.request(flow_id, body, at)
+            case MessageShown(conversation_id, message_id):
+                auditor.seen(conversation_id, [message_id])
+    findings += auditor.finish()
+    return findings, auditor.answers

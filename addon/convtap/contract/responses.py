@@ -1,0 +1,188 @@
+"""The Responses API's rules (seed 004, PROTOCOL.md "Responses API"): outputs answer the client
+calls of the response they continue, by `call_id`; tool definitions fit seed 004's union.
+
+Facts: `OutputFacts` (an output item of a request's `input`, with the call it answers),
+`ToolsFacts` (a list of tool definitions), `OpenClientCall` (a call left unanswered).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from convtap.contract.registry import MISSING, Finding, Violation, Where, as_str, check, run_checks
+from convtap.models import TOOLS_ADAPTER
+from convtap.wire.responses import CLIENT_CALLS, OUTPUTS
+
+
+@dataclass(frozen=True)
+class OutputFacts:
+    item: dict[str, Any]  # function_call_output, custom_tool_call_output or tool_search_output
+    call: dict[str, Any] | None  # the client call it answers, if its call_id names one
+    by_item: dict[str, Any] | None  # the call whose item id (fc_...) it names instead
+    candidates: list[str]  # the call_ids it could have answered
+    where: Where
+
+
+@dataclass(frozen=True)
+class ToolsFacts:
+    tools: list[Any]
+    what: str  # whose tools: the request's, a tool_search_output's
+    where: Where
+
+
+@dataclass(frozen=True)
+class OpenClientCall:
+    call: dict[str, Any]
+    where: Where
+
+
+@check("responses-output-call-id", OutputFacts)
+def output_call_id(o: OutputFacts) -> Violation | None:
+    if o.call is not None:
+        return None
+    if o.by_item is not None:
+        return Violation(
+            f"call_id is the item id of {o.by_item.get('name')}'s call; the call's call_id "
+            "is expected",
+            o.by_item.get("call_id"),
+            o.item.get("call_id") or MISSING,
+        )
+    return Violation(
+        "call_id names no call of the response it answers",
+        sorted(o.candidates),
+        o.item.get("call_id") or MISSING,
+    )
+
+
+@check("responses-output-type", OutputFacts)
+def output_type(o: OutputFacts) -> Violation | None:
+    if o.item.get("type") != "function_call_output" or isinstance(o.item.get("output"), str):
+        return None
+    return Violation(
+        "function_call_output.output is not a string", "a string", o.item.get("output", MISSING)
+    )
+
+
+@check("responses-tool-search", OutputFacts)
+def tool_search(o: OutputFacts) -> Violation | None:
+    if o.item.get("type") != "tool_search_output":
+        return None
+    call = o.call
+    answers_client_search = (
+        call is not None
+        and call.get("type") == "tool_search_call"
+        and call.get("execution") == "client"
+    )
+    if answers_client_search and o.item.get("execution") == "client":
+        return None
+    return Violation(
+        "a tool_search_output must answer a client tool_search_call and say execution: client",
+        {"answers": "a client tool_search_call", "execution": "client"},
+        {
+            "answers": call.get("type") if call else None,
+            "execution": o.item.get("execution", MISSING),
+        },
+    )
+
+
+@check("responses-tools-valid", ToolsFacts)
+def tools_valid(t: ToolsFacts) -> list[Violation]:
+    found = []
+    for n, tool in enumerate(t.tools):
+        try:
+            TOOLS_ADAPTER.validate_python([tool])
+        except ValidationError as exc:
+            detail = "; ".join(
+                f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()[:3]
+            )
+            name = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
+            found.append(
+                Violation(
+                    f"tool {n} ({name}) of {t.what} does not validate: {detail}",
+                    "a member of seed 004's Tool union",
+                    tool,
+                )
+            )
+    return found
+
+
+@check("responses-call-unanswered", OpenClientCall)
+def call_unanswered(o: OpenClientCall) -> Violation | None:
+    if o.call["answered"]:
+        return None
+    return Violation(
+        f"{o.call.get('type')} {o.call.get('name')} got no output",
+        "an output with this call_id",
+        "none",
+    )
+
+
+class ResponsesAuditor:
+    """What the Responses API rules need to know: each response's client calls."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, dict[str, Any]] = {}  # call_id -> client call
+        self.items: dict[str, dict[str, Any]] = {}  # item id (fc_...) -> client call
+        self.by_response: dict[str | None, list[dict[str, Any]]] = {}
+        self.outputs = 0
+
+    def response(
+        self, flow_id: str, response_id: str | None, calls: list[dict[str, Any]], at: float
+    ) -> list[Finding]:
+        """A response's client calls, which the next requests must answer by `call_id`."""
+        for call in calls:
+            record = {**call, "response_id": response_id, "flow_id": flow_id, "answered": False}
+            if call.get("call_id"):
+                self.calls[call["call_id"]] = record
+            if call.get("item_id"):
+                self.items[call["item_id"]] = record
+            self.by_response.setdefault(response_id, []).append(record)
+        return []
+
+    def request(self, flow_id: str, body: Any, at: float) -> list[Finding]:
+        if not isinstance(body, dict):
+            return []
+        previous = as_str(body.get("previous_response_id"))
+        where = Where(conversation_id=previous, flow_id=flow_id)
+        found: list[Finding] = []
+        tools = body.get("tools")
+        if isinstance(tools, list):
+            found += run_checks(ToolsFacts(tools, "the request's tools", where))
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        if previous is not None:
+            candidates = {
+                r["call_id"]: r for r in self.by_response.get(previous, []) if r.get("call_id")
+            }
+        else:  # stateless: the calls are replayed in the same input
+            candidates = {
+                i["call_id"]: self.calls.get(i["call_id"], {**i, "item_id": i.get("id")})
+                for i in items
+                if i.get("type") in CLIENT_CALLS and i.get("call_id")
+            }
+        for item in items:
+            if item.get("type") not in OUTPUTS:
+                continue
+            self.outputs += 1
+            call_id = as_str(item.get("call_id"))
+            here = Where(previous, call_id, as_str(item.get("id")), flow_id)
+            call = candidates.get(call_id or "")
+            by_item = self.items.get(call_id or "") if call is None else None
+            found += run_checks(OutputFacts(item, call, by_item, list(candidates), here))
+            if call is not None:
+                call["answered"] = True
+            if item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
+                what = "the tool_search_output's tools"
+                found += run_checks(ToolsFacts(item["tools"], what, here))
+        return found
+
+    def unanswered(self) -> list[Finding]:
+        """The end of the capture: client calls that never got an output."""
+        calls = {id(r): r for calls in self.by_response.values() for r in calls}.values()
+        found: list[Finding] = []
+        for r in calls:
+            where = Where(r.get("response_id"), r.get("call_id"), None, r.get("flow_id"))
+            found += run_checks(OpenClientCall(r, where))
+        return found

@@ -1,0 +1,568 @@
+"""The mock server's tornado application: its state and its request handlers.
+
+Serves the endpoints of PROTOCOL.md "Endpoints" (all under `/backend-api/`), the user WebSocket
+(`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`), the
+Responses API (`POST /v1/responses` and `/backend-api/codex/responses`, whatever the scenario:
+a `function_call` and a client `tool_search_call`, then an answer once they are answered), and
+two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received`
+(every request received, as `{method, path, headers, body}`; WebSocket messages appear with
+method `WS`). What the server says comes from `convtap.mock.scenario` (the Responses API's fixed
+exchange is here, below); this module only moves bytes.
+
+Wire realism: SSE bodies go out chunked, cut at arbitrary byte positions (always once inside a
+UTF-8 sequence when there is one), optionally gzip-encoded with a `Z_SYNC_FLUSH` after each event
+so every chunk decodes at once. `hold_after` N parks each stream after N events until a
+go-ahead; `die_after` N closes the socket of an `f/conversation` stream after N events (resume
+legs are spared, so a client can finish the turn). Events count as in PROTOCOL.md "Resume":
+comments do not count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import secrets
+import threading
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from tornado.http1connection import HTTP1Connection
+from tornado.web import Application, RequestHandler
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from convtap.mock.scenario import (
+    Conversation,
+    PlayedTurn,
+    Scenario,
+    ScenarioError,
+    UnknownConversation,
+    ws_frames,
+)
+
+
+@dataclass(frozen=True)
+class MockOptions:
+    scenario: Scenario
+    gzip: bool = False
+    hold_after: int | None = None
+    die_after: int | None = None
+    tls: bool = False
+    cert_file: Path | None = None  # where the CA certificate (PEM) is written when tls
+    delay: float = 0.0  # seconds between chunks
+    seed: int | None = None  # chunk splitting; None: a fresh random split per stream
+
+
+class Gate:
+    """The go-ahead for `hold_after`: `go()` releases every stream parked at its hold point or,
+    when none is, lets the next one through. Safe to query from any thread."""
+
+    def __init__(self) -> None:
+        self._waiters: list[asyncio.Future[None]] = []
+        self._banked = 0
+        self._cond = threading.Condition()
+        self.holding = 0
+
+    async def wait(self) -> None:
+        if self._banked:
+            self._banked -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        with self._cond:
+            self.holding += 1
+            self._cond.notify_all()
+        await future
+
+    def go(self) -> int:
+        released, self._waiters = self._waiters, []
+        for future in released:
+            if not future.done():
+                future.set_result(None)
+        with self._cond:
+            self.holding -= len(released)
+        if not released:
+            self._banked += 1
+        return len(released)
+
+    def wait_held(self, count: int, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.holding >= count, timeout)
+
+
+@dataclass
+class MockState:
+    options: MockOptions
+    conversations: dict[str, Conversation] = field(default_factory=dict)
+    turns: dict[str, PlayedTurn] = field(default_factory=dict)  # by conduit token
+    topics: dict[str, PlayedTurn] = field(default_factory=dict)
+    subscribers: dict[str, set[UserSocket]] = field(default_factory=dict)
+    gate: Gate = field(default_factory=Gate)
+    user_id: str = field(default_factory=lambda: "user-" + secrets.token_hex(8))
+    _received: list[dict[str, Any]] = field(default_factory=list)
+    # every stream body, as sent; a body grows before each write, so it never lags the wire
+    sent: list[tuple[str, bytearray]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._received.append(entry)
+
+    def sent_body(self, path: str) -> bytearray:
+        """A new stream body in `sent`, for `add_sent` to grow."""
+        body = bytearray()
+        with self._lock:
+            self.sent.append((path, body))
+        return body
+
+    def add_sent(self, body: bytearray, data: bytes) -> None:
+        with self._lock:
+            body += data
+
+    def sent_bodies(self) -> list[tuple[str, bytes]]:
+        with self._lock:
+            return [(path, bytes(body)) for path, body in self.sent]
+
+    def received(self) -> list[dict[str, Any]]:
+        with self._lock:
+            copied: list[dict[str, Any]] = json.loads(json.dumps(self._received))
+        return copied
+
+    def publish(self, turn: PlayedTurn) -> None:
+        """A WebSocket-delivered turn: the topic's items, to whoever already listens."""
+        assert turn.topic_id is not None
+        self.topics[turn.topic_id] = turn
+        for socket in self.subscribers.get(turn.topic_id, set()):
+            socket.send_frames(ws_frames(turn))
+
+
+def token(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(24)
+
+
+def split_chunks(data: bytes, rng: random.Random) -> list[bytes]:
+    """Cut a body where the network might: anywhere, and once inside a UTF-8 sequence
+    (PROTOCOL.md "SSE framing": chunks split events at any byte)."""
+    cuts = {pos for pos in _walk(len(data), rng)}
+    lead = next((i for i, byte in enumerate(data) if byte >= 0xC0), None)
+    if lead is not None:
+        cuts.add(lead + 1)  # right after the lead byte of a multi-byte sequence
+    edges = [0, *sorted(c for c in cuts if 0 < c < len(data)), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(edges) if b > a]
+
+
+def _walk(size: int, rng: random.Random) -> list[int]:
+    out, pos = [], 0
+    while pos < size:
+        pos += rng.randint(1, 600)
+        out.append(pos)
+    return out
+
+
+class _Handler(RequestHandler):
+    state: MockState
+
+    def initialize(self, state: MockState) -> None:
+        self.state = state
+
+    def prepare(self) -> None:
+        if not self.request.path.startswith("/_mock/"):
+            self.state.record(
+                {
+                    "method": self.request.method,
+                    "path": self.request.uri,
+                    "headers": dict(self.request.headers.get_all()),
+                    "body": _parse_body(self.request.body),
+                }
+            )
+
+    def send_json(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(value, ensure_ascii=False))
+
+    def json_body(self) -> Any:
+        return _parse_body(self.request.body)
+
+
+def _parse_body(body: bytes) -> Any:
+    if not body:
+        return None
+    text = body.decode("utf-8", "replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class SentinelHandler(_Handler):
+    """`sentinel/chat-requirements/prepare` and `/finalize`: fake anti-abuse tokens."""
+
+    def post(self, step: str) -> None:
+        reply: dict[str, Any] = {"persona": "chatgpt-paid", "token": token("gAAAAAB")}
+        if step == "prepare":
+            reply["prepare_token"] = token("gAAAAAB")
+            reply["proofofwork"] = {
+                "required": True,
+                "seed": str(random.random()),
+                "difficulty": "06a5a0",
+            }
+            reply["turnstile"] = {"required": False}
+        else:
+            reply["expire_after"] = 540
+        self.send_json(reply)
+
+
+class PrepareHandler(_Handler):
+    def post(self) -> None:
+        self.send_json({"status": "ok", "conduit_token": token("eyJhbGciOiJIUzI1NiJ9.")})
+
+
+class _StreamHandler(_Handler):
+    async def stream(self, entries: list[str], *, broken: bool, may_die: bool) -> None:
+        """Send SSE entries, holding or dying after N events as the options say; `broken`
+        closes the connection after the last entry instead of ending the body."""
+        opts = self.state.options
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        compressor = None
+        if opts.gzip and "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            self.set_header("Content-Encoding", "gzip")
+            compressor = zlib.compressobj(wbits=31)  # 16 + 15: the gzip container
+        rng = random.Random(opts.seed)
+        self._sent = self.state.sent_body(self.request.path)
+        await self._stream(entries, compressor, rng, broken=broken, may_die=may_die)
+
+    async def _stream(
+        self,
+        entries: list[str],
+        compressor: Any,
+        rng: random.Random,
+        *,
+        broken: bool,
+        may_die: bool,
+    ) -> None:
+        opts = self.state.options
+        segment: list[str] = []
+        count = 0
+        for text in entries:
+            segment.append(text)
+            if text.startswith(":"):
+                continue  # a comment is not an event
+            count += 1
+            if count == opts.hold_after:
+                await self._send(segment, compressor, rng)
+                segment = []
+                await self.state.gate.wait()
+            if may_die and count == opts.die_after:
+                await self._send(segment, compressor, rng)
+                self._abort()
+                return
+        await self._send(segment, compressor, rng)
+        if broken:
+            self._abort()
+            return
+        if compressor is not None:
+            tail = compressor.flush()
+            self.state.add_sent(self._sent, tail)
+            self.write(tail)
+        self.finish()
+
+    async def _send(self, segment: list[str], compressor: Any, rng: random.Random) -> None:
+        if compressor is not None:  # one decodable piece per event
+            pieces = [
+                compressor.compress(text.encode()) + compressor.flush(zlib.Z_SYNC_FLUSH)
+                for text in segment
+            ]
+        else:
+            pieces = split_chunks("".join(segment).encode(), rng)
+        for piece in pieces:
+            self.state.add_sent(self._sent, piece)
+            self.write(piece)
+            await self.flush()
+            if self.state.options.delay:
+                await asyncio.sleep(self.state.options.delay)
+
+    def _abort(self) -> None:
+        """Close the socket mid-body: no terminating chunk, no `[DONE]`."""
+        cast(HTTP1Connection, self.request.connection).stream.close()
+        self._finished = True  # nothing more may be written for this request
+
+
+class ConversationHandler(_StreamHandler):
+    """`POST f/conversation` and the legacy `POST conversation`."""
+
+    async def post(self) -> None:
+        body = self.json_body()
+        if not isinstance(body, dict):
+            return self.send_json({"detail": "the body must be a JSON object"}, 400)
+        conduit = self.request.headers.get("x-conduit-token") or token("eyJhbGciOiJIUzI1NiJ9.")
+        try:
+            turn = self.state.options.scenario.play(
+                body, self.state.conversations, conduit_token=conduit
+            )
+        except UnknownConversation as exc:
+            return self.send_json({"detail": str(exc)}, 404)
+        except ScenarioError as exc:
+            return self.send_json({"detail": str(exc)}, 400)
+        self.state.turns[conduit] = turn
+        if turn.topic_id is not None:
+            self.state.publish(turn)
+        await self.stream(turn.first_leg(), broken=turn.cut is not None, may_die=True)
+
+
+class ResumeHandler(_StreamHandler):
+    """`POST f/conversation/resume`: `{conversation_id, offset}` + `x-conduit-token`."""
+
+    async def post(self) -> None:
+        body = self.json_body()
+        turn = self.state.turns.get(self.request.headers.get("x-conduit-token", ""))
+        if not isinstance(body, dict) or turn is None:
+            return self.send_json({"detail": "unknown conduit token"}, 404)
+        offset = body.get("offset")
+        if body.get("conversation_id") != turn.conversation_id or type(offset) is not int:
+            return self.send_json({"detail": "conversation_id and offset do not match"}, 400)
+        try:
+            entries = turn.resume_leg(offset)
+        except ScenarioError as exc:
+            return self.send_json({"detail": str(exc)}, 400)
+        await self.stream(entries, broken=False, may_die=False)
+
+
+class TreeHandler(_Handler):
+    def get(self, conversation_id: str) -> None:
+        conversation = self.state.conversations.get(conversation_id)
+        if conversation is None:
+            return self.send_json({"detail": "Can't load conversation"}, 404)
+        self.send_json(conversation.tree())
+
+
+class WsUrlHandler(_Handler):
+    """Where the user socket is, with a fresh `verify` token in its query."""
+
+    def get(self) -> None:
+        scheme = "wss" if self.state.options.tls else "ws"
+        url = f"{scheme}://{self.request.host}/ws/user/{self.state.user_id}"
+        self.send_json({"websocket_url": f"{url}?verify={token('')}"})
+
+
+class UserSocket(WebSocketHandler):
+    """The user WebSocket: JSON-array commands in, JSON-array frames out."""
+
+    state: MockState
+
+    def initialize(self, state: MockState) -> None:
+        self.state = state
+        self._lock = asyncio.Lock()
+
+    def check_origin(self, origin: str) -> bool:
+        return True
+
+    def open(self, user_id: str) -> None:  # type: ignore[override]
+        headers = dict(self.request.headers.get_all())
+        self.state.record(
+            {"method": "GET", "path": self.request.uri, "headers": headers, "body": None}
+        )
+        if not self.get_query_argument("verify", ""):
+            self.close(4401, "verify token required")
+
+    def on_message(self, message: str | bytes) -> None:
+        commands = _parse_body(message.encode() if isinstance(message, str) else message)
+        self.state.record(
+            {"method": "WS", "path": self.request.uri, "headers": {}, "body": commands}
+        )
+        for command in commands if isinstance(commands, list) else ():
+            if isinstance(command, dict) and command.get("type") == "subscribe":
+                self._subscribe(command.get("topic_id"), command.get("id"))
+
+    def _subscribe(self, topic: Any, command_id: Any) -> None:
+        if not isinstance(topic, str):
+            return
+        self.state.subscribers.setdefault(topic, set()).add(self)
+        turn = self.state.topics.get(topic)
+        if turn is not None and isinstance(command_id, int):
+            self.send_frames(ws_frames(turn, subscribe_id=command_id))
+            return
+        reply = {"type": "subscribe", "topic_id": topic, "recovered": False}
+        reply |= {"last_offset": 0, "catchups": []}
+        self.send_frames([json.dumps([{"id": command_id, "reply": reply}])])
+        if turn is not None:
+            self.send_frames(ws_frames(turn))
+
+    def send_frames(self, frames: list[str]) -> None:
+        asyncio.get_running_loop().create_task(self._send(frames))
+
+    async def _send(self, frames: list[str]) -> None:
+        async with self._lock:  # frames of successive batches keep their order
+            for frame in frames:
+                try:
+                    await self.write_message(frame)
+                except WebSocketClosedError:
+                    return
+
+    def on_close(self) -> None:
+        for sockets in self.state.subscribers.values():
+            sockets.discard(self)
+
+
+class GoHandler(_Handler):
+    def post(self) -> None:
+        self.send_json({"released": self.state.gate.go()})
+
+
+class ReceivedHandler(_Handler):
+    def get(self) -> None:
+        self.send_json(self.state.received())
+
+
+# -- the Responses API (PROTOCOL.md "Responses API") -------------------------------------------
+# Shaped like captures/examples/responses/build.py, with fresh ids for every response.
+
+WEATHER_ARGUMENTS = '{"city": "São Paulo", "unit": "celsius"}'
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "tool_search_output")
+
+
+def _hex_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(12)
+
+
+def sse_event(obj: dict[str, Any]) -> str:
+    return f"event: {obj['type']}\ndata: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+def _response(response_id: str, status: str, output: list[Any], **extra: Any) -> dict[str, Any]:
+    return {"id": response_id, "object": "response", "status": status, "output": output, **extra}
+
+
+def calls_response() -> tuple[dict[str, Any], list[str]]:
+    """A response that asks the client for a `function_call` (get_weather, its arguments
+    streamed in deltas) and a client `tool_search_call`: the final object and its events."""
+    response_id, fc_item, ts_item = _hex_id("resp_"), _hex_id("fc_"), _hex_id("tsc_")
+    fc_call, ts_call = _hex_id("call_"), _hex_id("call_")
+
+    def function_call(arguments: str = "") -> dict[str, Any]:
+        return {"type": "function_call", "id": fc_item, "call_id": fc_call,
+                "name": "get_weather", "arguments": arguments,
+                "status": "completed" if arguments else "in_progress"}  # fmt: skip
+
+    search = {"type": "tool_search_call", "id": ts_item, "call_id": ts_call,
+              "execution": "client", "arguments": {"query": "calendar tools"},
+              "status": "completed"}  # fmt: skip
+    done = _response(response_id, "completed", [function_call(WEATHER_ARGUMENTS), search])
+    args = WEATHER_ARGUMENTS
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "sequence_number": 0,
+         "response": _response(response_id, "in_progress", [])},
+        {"type": "response.output_item.added", "output_index": 0, "item": function_call()},
+        *({"type": "response.function_call_arguments.delta", "output_index": 0,
+           "item_id": fc_item, "delta": args[n : n + 6]} for n in range(0, len(args), 6)),
+        {"type": "response.function_call_arguments.done", "output_index": 0,
+         "item_id": fc_item, "arguments": args},
+        {"type": "response.output_item.done", "output_index": 0, "item": function_call(args)},
+        {"type": "response.output_item.added", "output_index": 1, "item": search},
+        {"type": "response.output_item.done", "output_index": 1, "item": search},
+        {"type": "response.completed", "response": done},
+    ]  # fmt: skip
+    return done, [sse_event(e) for e in events]
+
+
+def answer_text(outputs: list[dict[str, Any]]) -> str:
+    """What the model says once it has the outputs: the temperature and the tools found."""
+    temp: Any = "?"
+    found = 0
+    for item in outputs:
+        if item.get("type") == "function_call_output":
+            try:
+                value = json.loads(item.get("output") or "")
+            except (TypeError, ValueError):
+                value = None
+            if isinstance(value, dict) and "temp_c" in value:
+                temp = value["temp_c"]
+        elif item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
+            found += len(item["tools"])
+    return f"Em São Paulo faz {temp} °C. Encontrei {found} ferramenta(s) de calendário."
+
+
+def answer_response(
+    previous: str, outputs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """The final answer: one assistant message, its text streamed in deltas."""
+    response_id, message_id = _hex_id("resp_"), _hex_id("msg_")
+    text = answer_text(outputs)
+    part = {"type": "output_text", "text": text, "annotations": []}
+    message = {"type": "message", "id": message_id, "role": "assistant",
+               "status": "completed", "content": [part]}  # fmt: skip
+    done = _response(response_id, "completed", [message], previous_response_id=previous)
+    where = {"output_index": 0, "item_id": message_id, "content_index": 0}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "sequence_number": 0,
+         "response": _response(response_id, "in_progress", [], previous_response_id=previous)},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {**message, "status": "in_progress", "content": []}},
+        {"type": "response.content_part.added", **where,
+         "part": {**part, "text": ""}},
+        *({"type": "response.output_text.delta", **where, "delta": text[n : n + 8]}
+          for n in range(0, len(text), 8)),
+        {"type": "response.output_text.done", **where, "text": text},
+        {"type": "response.content_part.done", **where, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": message},
+        {"type": "response.completed", "response": done},
+    ]  # fmt: skip
+    return done, [sse_event(e) for e in events]
+
+
+class ResponsesHandler(_StreamHandler):
+    """`POST /v1/responses` and `POST /backend-api/codex/responses`, whatever the scenario.
+
+    A request that carries no outputs (or no `previous_response_id`) gets the calls; one that
+    answers a previous response with outputs gets the final answer. Like the real API here, the
+    outputs' call_ids are not checked. `"stream": true` gets an event stream (no `[DONE]`),
+    anything else the final response object as JSON, as the real API does."""
+
+    async def post(self) -> None:
+        body = self.json_body()
+        if not isinstance(body, dict):
+            return self.send_json(_api_error("the body must be a JSON object"), 400)
+        items = body.get("input")
+        outputs = [
+            item
+            for item in (items if isinstance(items, list) else [])
+            if isinstance(item, dict) and item.get("type") in OUTPUT_TYPES
+        ]
+        previous = body.get("previous_response_id")
+        if isinstance(previous, str) and outputs:
+            response, entries = answer_response(previous, outputs)
+        else:
+            response, entries = calls_response()
+        if body.get("stream") is True:
+            await self.stream(entries, broken=False, may_die=False)
+        else:
+            self.send_json(response)
+
+
+def _api_error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                      "code": None}}  # fmt: skip
+
+
+def make_app(state: MockState) -> Application:
+    args = {"state": state}
+    api = "/backend-api"
+    return Application(
+        [
+            (rf"{api}/sentinel/chat-requirements/(prepare|finalize)", SentinelHandler, args),
+            (rf"{api}/f/conversation/prepare", PrepareHandler, args),
+            (rf"{api}/f/conversation/resume", ResumeHandler, args),
+            (rf"{api}/(?:f/)?conversation", ConversationHandler, args),
+            (rf"{api}/conversation/([^/]+)", TreeHandler, args),
+            (rf"{api}/celsius/ws/user", WsUrlHandler, args),
+            (rf"(?:/v1|{api}/codex)/responses", ResponsesHandler, args),
+            (r"/ws/user/([^/]+)", UserSocket, args),
+            (r"/_mock/go", GoHandler, args),
+            (r"/_mock/received", ReceivedHandler, args),
+        ],
+        log_function=lambda handler: None,
+    )

@@ -1,0 +1,199 @@
+"""The mitmproxy addon: `mitmdump -s addon/mitm.py [--set convtap_db=PATH]` (or mitmweb).
+
+It recognises the conversation endpoints, taps their event streams without holding a byte, and
+hands what happens to the recorder as events. Rules it keeps (mitmproxy-notes): the stream
+callable is sync, never raises and returns its input unchanged; finishing happens in `response`
+/ `error`, never on an empty chunk; nothing slow runs on mitmproxy's event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Protocol
+
+from mitmproxy import ctx, http
+from mitmproxy.addonmanager import Loader
+
+from convtap.proxy.tap import Tap
+from convtap.record.events import (
+    OwnFailure,
+    RecorderEvent,
+    ResponseStarted,
+    WebSocketEnded,
+    WebSocketMessage,
+)
+from convtap.record.flows import headers_of, request_seen, response_events
+from convtap.record.recorder import STREAMED_KINDS
+from convtap.record.store import DEFAULT_DB
+from convtap.record.worker import LocalRecorder, RecorderClient
+from convtap.wire.session import endpoint_kind
+
+log = logging.getLogger("convtap")
+
+
+class Backend(Protocol):
+    def handle(self, event: RecorderEvent) -> None: ...
+    def close(self) -> None: ...
+
+
+class ConvtapAddon:
+    def __init__(self) -> None:
+        self.backend: Backend | None = None  # opened by configure() (or open(), embedded)
+        self.kinds: dict[str, str] = {}  # flow id -> endpoint kind, for the flows we record
+        self.tapped: set[str] = set()
+        self.ws_trim = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def load(self, loader: Loader) -> None:
+        loader.add_option("convtap_db", str, str(DEFAULT_DB), "convtap: the capture database.")
+        loader.add_option(
+            "convtap_redact", bool, True, "convtap: redact secrets before they are stored."
+        )
+        loader.add_option(
+            "convtap_echo", str, "log", "convtap: where the call and return lines go.",
+            choices=["log", "stdout", "off"],
+        )  # fmt: skip
+        loader.add_option(
+            "convtap_ws_trim", bool, False,
+            "convtap: drop WebSocket messages from mitmproxy's memory once recorded.",
+        )  # fmt: skip
+        loader.add_option(
+            "convtap_worker", bool, True,
+            "convtap: decode and store in a separate process (off: in mitmproxy's own).",
+        )  # fmt: skip
+
+    def configure(self, updated: set[str]) -> None:
+        self.ws_trim = ctx.options.convtap_ws_trim
+        options = {"convtap_db", "convtap_redact", "convtap_echo", "convtap_worker"}
+        if self.backend is None or updated & options:
+            o = ctx.options
+            self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
+
+    def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = False) -> None:
+        """Start recording into `db`: in a recorder process, or in this one (tests)."""
+        self.done()
+        if not redact:
+            log.warning("convtap: redaction is OFF: secrets are stored in clear in %s", db)
+        self.backend = (RecorderClient if worker else LocalRecorder)(db, redact=redact, echo=echo)
+
+    def running(self) -> None:
+        if ctx.options.convtap_echo == "stdout":
+            print(banner(), flush=True)
+
+    def done(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+        self.backend = None
+
+    def send(self, event: RecorderEvent) -> None:
+        if self.backend is not None:
+            self.backend.handle(event)
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        try:
+            kind = endpoint_kind(flow.request.method, flow.request.path)
+            if kind is None:
+                return  # not ours: it passes untouched and unrecorded
+            self.kinds[flow.id] = kind
+            self.send(request_seen(flow, "live" if flow.live else "import"))
+        except Exception as exc:
+            self.failure(flow.id, exc)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            assert flow.response is not None
+            if self.kinds.get(flow.id) not in STREAMED_KINDS or not flow.live:
+                return  # a flow read from a file is never streamed: `response` has it whole
+            if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+                headers = headers_of(flow.response)
+                self.send(ResponseStarted(flow.id, flow.response.status_code, headers))
+                encoding = flow.response.headers.get("content-encoding", "")
+                flow.response.stream = Tap(flow.id, encoding, self.send, self.failure)
+                self.tapped.add(flow.id)
+        except Exception as exc:
+            self.failure(flow.id, exc)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        try:
+            if self.kinds.get(flow.id) == "websocket":
+                return  # the 101 answer: the socket's messages follow
+            self._end(flow)
+        except Exception as exc:
+            self.failure(flow.id, exc)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        try:
+            self._end(flow)
+        except Exception as exc:
+            self.failure(flow.id, exc)
+
+    def _end(self, flow: http.HTTPFlow) -> None:
+        if self.kinds.pop(flow.id, None) is None:
+            return
+        streamed = flow.id in self.tapped
+        self.tapped.discard(flow.id)
+        for event in response_events(flow, streamed=streamed):
+            self.send(event)
+
+    # -- WebSocket -------------------------------------------------------------------------------
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        try:
+            if self.kinds.get(flow.id) != "websocket":
+                return
+            assert flow.websocket is not None
+            message = flow.websocket.messages[-1]
+            text = message.content.decode("utf-8", "replace")
+            self.send(WebSocketMessage(flow.id, message.from_client, text, message.timestamp))
+            if self.ws_trim:
+                del flow.websocket.messages[:-1]  # never clear(): later addons read [-1]
+        except Exception as exc:
+            self.failure(flow.id, exc)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        try:
+            if self.kinds.pop(flow.id, None) == "websocket":
+                self.send(WebSocketEnded(flow.id, time.time()))
+        except Exception as exc:
+            self.failure(flow.id, exc)
+
+    def failure(self, flow_id: str, exc: BaseException) -> None:
+        """Our own failure: logged and recorded on the flow; the traffic goes on."""
+        text = f"{type(exc).__name__}: {exc}"
+        log.warning("convtap: failed on flow %s: %s", flow_id, text)
+        with contextlib.suppress(Exception):
+            self.send(OwnFailure(flow_id, text))
+
+
+def banner() -> str:
+    """What `convtap record` prints once the proxy listens: where, and how to use it."""
+    addresses = ctx.master.addons.get("proxyserver").listen_addrs()
+    host, port = (
+        addresses[0][:2] if addresses else (ctx.options.listen_host, ctx.options.listen_port)
+    )
+    where = f"{host or '127.0.0.1'}:{port}"
+    modes = list(ctx.options.mode)
+    redacted = "secrets redacted" if ctx.options.convtap_redact else "REDACTION OFF"
+    lines = [
+        f"convtap recording into {ctx.options.convtap_db} ({redacted})",
+        f"  proxy listening at {where}, mode {', '.join(modes)}",
+    ]
+    if any(m.startswith("reverse:") for m in modes):
+        lines.append(f"  point your client's base URL at http://{where}")
+    else:
+        lines.append(
+            f"  point your client at it: HTTPS_PROXY=http://{where} HTTP_PROXY=http://{where}"
+        )
+    confdir = Path(ctx.options.confdir).expanduser()
+    lines.append(
+        f"  trust the CA for HTTPS: {confdir / 'mitmproxy-ca-cert.pem'}"
+        " (or open http://mitm.it through the proxy)"
+    )
+    lines.append("  one line per tool call and tool return follows; Ctrl-C stops and flushes")
+    return "\n".join(lines)

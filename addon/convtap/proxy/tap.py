@@ -1,0 +1,87 @@
+"""The tap on a streamed response: each chunk goes to the client unchanged, and a decoded copy
+to the recorder (mitmproxy-notes §2: the callable is sync, never raises, returns its input)."""
+
+from __future__ import annotations
+
+import importlib
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from convtap.record.events import BodyChunk, RecorderEvent
+
+
+def decompressor(encoding: str) -> Callable[[bytes], bytes]:
+    """Incremental decoding of a Content-Encoding, for the recorder's copy only."""
+    steps = [e.strip().lower() for e in encoding.split(",") if e.strip()]
+    funcs = [_one_decompressor(e) for e in reversed(steps) if e != "identity"]
+
+    def run(data: bytes) -> bytes:
+        for func in funcs:
+            data = func(data)
+        return data
+
+    return run
+
+
+def _one_decompressor(encoding: str) -> Callable[[bytes], bytes]:
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(wbits=zlib.MAX_WBITS | 16).decompress
+    if encoding == "deflate":
+        state: dict[str, Any] = {}
+
+        def inflate(data: bytes) -> bytes:  # zlib-wrapped or raw, told by the first byte
+            if "d" not in state:
+                raw = bool(data) and (data[0] & 0x0F) != 8
+                state["d"] = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+            return bytes(state["d"].decompress(data))
+
+        return inflate
+    if encoding == "br":
+        import brotli
+
+        return brotli.Decompressor().process  # type: ignore[no-any-return]
+    if encoding == "zstd":
+        # mitmproxy 12 brings backports.zstd (compression.zstd from Python 3.14), 11 zstandard.
+        for name in ("compression.zstd", "backports.zstd"):
+            try:
+                module: Any = importlib.import_module(name)
+            except ImportError:
+                continue
+            return module.ZstdDecompressor().decompress  # type: ignore[no-any-return]
+        module = importlib.import_module("zstandard")
+        return module.ZstdDecompressor().decompressobj().decompress  # type: ignore[no-any-return]
+    raise ValueError(f"unsupported content-encoding {encoding!r}")
+
+
+class Tap:
+    """`flow.response.stream`: returns each chunk unchanged, hands a decoded copy on."""
+
+    def __init__(
+        self,
+        flow_id: str,
+        encoding: str,
+        send: Callable[[RecorderEvent], None],
+        fail: Callable[[str, BaseException], None],
+    ) -> None:
+        self.flow_id, self.send, self.on_failure = flow_id, send, fail
+        self.failed = False
+        try:
+            self.decode = decompressor(encoding)
+        except Exception as exc:
+            self.fail(exc)
+
+    def __call__(self, data: bytes) -> bytes:
+        if data and not self.failed:
+            try:
+                plain = self.decode(data)
+                if plain:
+                    self.send(BodyChunk(self.flow_id, plain, time.time()))
+            except Exception as exc:  # never break the client's stream
+                self.fail(exc)
+        return data
+
+    def fail(self, exc: BaseException) -> None:
+        self.failed = True
+        self.on_failure(self.flow_id, exc)

@@ -1,0 +1,240 @@
+"""Recording f/conversation: turns, their resume legs and WebSocket continuation, messages,
+tool calls and tool returns (PROTOCOL.md "Resume", "WebSocket handoff", "Local tool calls").
+
+A resume leg continues the open turn of its conversation (or, when that turn was never seen,
+starts one of its own so that nothing it carries is lost); a WebSocket turn topic continues the
+turn whose stream handed off to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from convtap.contract.returns import Call
+from convtap.record.output import Output
+from convtap.wire.delta import Update
+from convtap.wire.jsonvalue import dumps
+from convtap.wire.session import TurnRequest, conversation_nodes
+from convtap.wire.sse import SSEEvent
+from convtap.wire.turn import TurnDecoder, handoff_topic, message_text, tool_call
+
+WRITTEN_MEMORY = 100_000  # message rows remembered, so that unchanged echoes are not rewritten
+KNOWN_CALLS = 100_000  # call ids remembered for the live `return` lines
+WS_BACKLOG = 2000  # server frames kept until a turn claims their topic
+
+
+@dataclass
+class Turn:
+    id: str
+    request: TurnRequest
+    client: str | None
+    started_at: float
+    decoder: TurnDecoder = field(default_factory=TurnDecoder)
+    ws_topic: str | None = None
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.decoder.decoder.conversation_id or self.request.conversation_id
+
+
+class ConversationSide:
+    def __init__(self, out: Output) -> None:
+        self.out = out
+        self.open_turns: dict[str, Turn] = {}  # conversation id -> its turn still streaming
+        self.topics: dict[str, Turn] = {}  # WebSocket turn topic -> the turn it continues
+        self.known_calls: OrderedDict[str, str] = OrderedDict()  # call id -> recipient
+        self.echoed: set[str] = set()  # calls already printed (history echoes repeat them)
+        self.written: dict[str, tuple[Any, ...]] = {}  # message id -> what its row holds
+        self.ws_backlog: deque[str] = deque(maxlen=WS_BACKLOG)  # frames before their handoff
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def start_turn(self, flow_id: str, request: TurnRequest, client: str | None, at: float) -> Turn:
+        """A conversation request: a new turn, its declarations and the returns it carries."""
+        turn = Turn(flow_id, request, client, at)
+        if request.conversation_id:
+            self.open_turns[request.conversation_id] = turn
+        for signature in request.signatures:
+            self.out.upsert("tool_signatures", {"turn_id": turn.id,
+                                                "name": str(signature.get("name")),
+                                                "signature": dumps(signature)})  # fmt: skip
+        for n, ret in enumerate(request.returns):
+            self.out.upsert("tool_returns", {
+                "id": f"{flow_id}:{n}", "protocol": "f-conversation", "flow_id": flow_id,
+                "conversation_id": request.conversation_id,
+                "parent_message_id": request.parent_message_id, "message_id": ret.message_id,
+                "tool": ret.tool, "body_call_id": ret.call_id, "body_tool": ret.body_tool,
+                "message": dumps(self.out.redact.json(ret.message)), "returned_at": at,
+            })  # fmt: skip
+            target = request.parent_message_id or ret.call_id or "?"
+            answers = self.known_calls.get(target) or self.known_calls.get(ret.call_id or "")
+            paired = f"answers {answers} call {target}" if answers else "answers no recorded call"
+            self.out.echo(f"return  {ret.tool or '?'}  {ret.message_id or '-'}  {paired}")
+        self.persist(turn, at)
+        return turn
+
+    def resume_turn(self, flow_id: str, conversation_id: str | None, at: float) -> Turn:
+        """A resume leg: the turn it continues, or a turn of its own when that was not seen."""
+        turn = self.open_turns.get(conversation_id or "")
+        if turn is None:
+            turn = Turn(flow_id, TurnRequest(conversation_id=conversation_id), None, at)
+        return turn
+
+    # -- streams ---------------------------------------------------------------------------------
+
+    def chunk(self, flow_id: str, turn: Turn, data: bytes, at: float) -> None:
+        def keep(text: bytes, events: list[SSEEvent]) -> None:
+            self.out.raw(flow_id, at, "sse", len(events), self.out.redact.sse(text, events))
+
+        self._updates(turn, turn.decoder.feed(data, keep), at)
+
+    def end_leg(self, turn: Turn, at: float) -> bool:
+        """The leg's body is over; True when it was cut inside an event."""
+        turn.decoder.end_leg()
+        self.persist(turn, at)
+        return turn.decoder.truncated
+
+    def ws_frame(self, text: str, at: float) -> None:
+        """A server frame of the user socket: every claimed turn topic may continue with it, and
+        a turn that hands off later takes the frames that came before (the backlog)."""
+        self.ws_backlog.append(text)
+        for turn in list(self.topics.values()):
+            self._updates(turn, turn.decoder.feed_ws_frame(text), at)
+
+    def ws_end(self, at: float) -> None:
+        for topic, turn in list(self.topics.items()):
+            turn.decoder.close()
+            self.persist(turn, at)
+            del self.topics[topic]
+
+    def _claim_topic(self, turn: Turn, at: float) -> None:
+        """The turn handed off to a WebSocket topic: it takes the frames already seen."""
+        topic = handoff_topic(turn.decoder.decoder.events)
+        if topic is None or topic in self.topics:
+            return
+        turn.ws_topic = topic
+        self.topics[topic] = turn
+        for frame in list(self.ws_backlog):
+            self._updates(turn, turn.decoder.feed_ws_frame(frame), at)
+
+    def close(self) -> None:
+        """Shutdown or end of import: write what every unfinished turn holds."""
+        now = time.time()
+        for turn in {id(t): t for t in [*self.open_turns.values(), *self.topics.values()]}.values():
+            turn.decoder.close()
+            self.persist(turn, now)
+        self.open_turns.clear()
+        self.topics.clear()
+
+    def nodes(self, flow_id: str, body: Any, at: float) -> None:
+        """`GET conversation/<id>`: the tree's nodes (how acceptance of a return is seen)."""
+        conversation_id, nodes = conversation_nodes(body)
+        for node in nodes:
+            self.out.upsert("conversation_nodes", {
+                "conversation_id": conversation_id, "node_id": node["node_id"],
+                "message_id": node.get("id"), "role": (node.get("author") or {}).get("role"),
+                "flow_id": flow_id, "seen_at": at,
+            })  # fmt: skip
+
+    # -- what the stream says --------------------------------------------------------------------
+
+    def _updates(self, turn: Turn, updates: list[Update], at: float) -> None:
+        for update in updates:
+            if update.kind == "message":
+                self._message(turn, turn.decoder.decoder.messages[update.value], at)
+            elif update.kind == "event" and update.value.get("type") == "stream_handoff":
+                self._claim_topic(turn, at)
+        self._track_open(turn)
+
+    def _track_open(self, turn: Turn) -> None:
+        """A turn stays open to resume legs until its stream completes or says [DONE]; a first
+        turn learns its conversation id from the stream."""
+        d = turn.decoder.decoder
+        conversation_id = turn.conversation_id
+        if conversation_id is None:
+            return
+        if d.done or d.stream_complete:
+            if self.open_turns.get(conversation_id) is turn:
+                del self.open_turns[conversation_id]
+        else:
+            self.open_turns[conversation_id] = turn
+
+    def _message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
+        """A message appeared or changed status: the rules learn its id, and a call is recorded
+        (and printed, and checked) as soon as it is complete."""
+        conversation_id = turn.conversation_id
+        self.out.auditor.seen(conversation_id, [message["id"]])
+        call = tool_call(message)
+        if call is None:
+            return
+        self.known_calls[call.call_id] = call.recipient
+        if len(self.known_calls) > KNOWN_CALLS:
+            self.known_calls.popitem(last=False)
+        self.out.upsert("tool_calls", {
+            "call_id": call.call_id, "protocol": "f-conversation", "turn_id": turn.id,
+            "conversation_id": conversation_id, "recipient": call.recipient, "kind": call.kind,
+            "tool": call.tool, "arguments": dumps(self.out.redact.json(call.arguments)),
+            "arguments_text": self.out.redact.text(call.arguments_text),
+            "complete": int(call.complete), "called_at": at,
+        })  # fmt: skip
+        if call.complete and call.call_id not in self.echoed:
+            self.echoed.add(call.call_id)
+            self.out.echo(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
+            self.out.report(self.out.auditor.call(Call(
+                call.call_id, call.recipient, call.kind, call.tool, call.arguments,
+                call.arguments_text, conversation_id, turn.id, at,
+            )))  # fmt: skip
+
+    def _write_message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
+        """A message's row, written when its turn (or leg) ends, and only when it changed since
+        it was last written: history echoes repeat every earlier message on every turn."""
+        text = message_text(message)
+        metadata = message.get("metadata")
+        fingerprint = (
+            message.get("status"),
+            message.get("end_turn"),
+            message.get("recipient"),
+            len(text),
+            len(metadata) if isinstance(metadata, dict) else -1,
+        )
+        if self.written.get(message["id"]) == fingerprint:
+            return
+        if len(self.written) >= WRITTEN_MEMORY:  # forget the oldest half
+            for key in list(self.written)[: WRITTEN_MEMORY // 2]:
+                del self.written[key]
+        self.written[message["id"]] = fingerprint
+        author = message.get("author") or {}
+        content = message.get("content") or {}
+        redacted = self.out.redact.json(message)
+        self.out.upsert("messages", {
+            "id": message["id"], "conversation_id": turn.conversation_id, "turn_id": turn.id,
+            "role": author.get("role"), "name": author.get("name"),
+            "recipient": message.get("recipient"), "channel": message.get("channel"),
+            "content_type": content.get("content_type") if isinstance(content, dict) else None,
+            "status": message.get("status"), "text": message_text(redacted),
+            "json": dumps(redacted), "first_seen_at": at, "updated_at": at,
+        })  # fmt: skip
+
+    def persist(self, turn: Turn, at: float) -> None:
+        d = turn.decoder.decoder
+        for message in d.messages.values():
+            self._message(turn, message, at)
+            self._write_message(turn, message, at)
+        req = turn.request
+        redact = self.out.redact
+        self.out.upsert("turns", {
+            "id": turn.id, "conversation_id": turn.conversation_id,
+            "parent_message_id": req.parent_message_id, "model": req.model,
+            "client": turn.client,
+            "challenge": redact.placeholder(req.challenge) if req.challenge else None,
+            "execution_target": dumps(redact.json(req.execution_target)),
+            "message_ids": dumps(req.message_ids), "encoding": d.encoding,
+            "done": int(d.done), "stream_complete": int(d.stream_complete),
+            "truncated": int(turn.decoder.truncated), "event_count": d.event_count,
+            "legs": turn.decoder.legs, "ws_topic": turn.ws_topic,
+            "errors": dumps([e._asdict() for e in d.errors]), "started_at": turn.started_at,
+            "ended_at": at,
+        })  # fmt: skip

@@ -1,0 +1,100 @@
+"""What the recorder is fed: frozen records of what happened on a flow.
+
+The proxy makes them from mitmproxy's hooks (live), the readers from files (offline), and the
+replay from a capture database; `Recorder.handle` consumes them, in this process or across the
+process boundary (they pickle). The type checker sees both sides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Headers = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSeen:
+    """A request the proxy recognised as one of ours (its body whole)."""
+
+    flow_id: str
+    method: str
+    url: str
+    host: str
+    path: str
+    headers: Headers
+    body: bytes | None
+    at: float
+    source: str = "live"  # live | import | reprocess
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseStarted:
+    """A response whose body is an event stream: its bytes follow as `BodyChunk`s."""
+
+    flow_id: str
+    status: int | None
+    headers: Headers
+
+
+@dataclass(frozen=True, slots=True)
+class BodyChunk:
+    """A piece of an event stream, as it came (content-decoded), at any byte boundary."""
+
+    flow_id: str
+    data: bytes
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseEnded:
+    """The response is over: `outcome` is "complete" or why not. `body` is the whole body when
+    it was not streamed (a JSON answer)."""
+
+    flow_id: str
+    status: int | None
+    headers: Headers
+    body: bytes | None
+    outcome: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketMessage:
+    flow_id: str
+    from_client: bool
+    text: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketEnded:
+    flow_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class BytesLost:
+    """Bytes of a flow's body that never reached the recorder."""
+
+    flow_id: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnFailure:
+    """convtap's own code failed on a flow (the traffic went on)."""
+
+    flow_id: str
+    detail: str
+
+
+RecorderEvent = (
+    RequestSeen
+    | ResponseStarted
+    | BodyChunk
+    | ResponseEnded
+    | WebSocketMessage
+    | WebSocketEnded
+    | BytesLost
+    | OwnFailure
+)

@@ -1,0 +1,58 @@
+"""Where the recorder's sides write: rows (redacted before they leave), raw events in each
+flow's order, the echo lines `convtap record` prints, and the findings of the live audit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, Protocol
+
+from convtap.contract.auditor import Auditor
+from convtap.contract.registry import Finding
+from convtap.record.redact import Redactor
+from convtap.wire.jsonvalue import dumps
+
+
+class Sink(Protocol):
+    def put(self, kind: str, table: str, row: dict[str, Any]) -> None: ...
+
+
+class Output:
+    def __init__(
+        self, sink: Sink, redactor: Redactor, echo: Callable[[str], None] | None = None
+    ) -> None:
+        self.sink, self.redact = sink, redactor
+        self.echo: Callable[[str], None] = echo or (lambda line: None)
+        self.auditor = Auditor()  # the contract rules, checked as the session happens
+        self._seq: dict[str, int] = {}  # flow id -> the next raw event row's number
+
+    def upsert(self, table: str, row: dict[str, Any]) -> None:
+        self.sink.put("upsert", table, row)
+
+    def insert(self, table: str, row: dict[str, Any]) -> None:
+        self.sink.put("insert", table, row)
+
+    def raw(self, flow_id: str, at: float, event: str, count: int, data: str) -> None:
+        """One row of raw events, in the flow's order: an SSE chunk's completed events (as the
+        SSE text that `reprocess` feeds to the decoder again) or a WebSocket frame, redacted."""
+        seq = self._seq.get(flow_id, 0)
+        self._seq[flow_id] = seq + 1
+        self.insert("events", {"flow_id": flow_id, "seq": seq, "at": at, "event": event,
+                               "count": count, "data": data})  # fmt: skip
+
+    def forget(self, flow_id: str) -> None:
+        self._seq.pop(flow_id, None)
+
+    def report(self, findings: list[Finding]) -> None:
+        for finding in findings:
+            row = asdict(finding)
+            row["evidence"] = dumps(row["evidence"])
+            row["created_at"] = time.time()
+            self.insert("findings", row)
+            where = finding.call_id or finding.return_id or finding.flow_id
+            self.echo(f"finding {finding.severity:<7} {finding.rule}  {finding.message}  ({where})")
+
+    def failure(self, flow_id: str, detail: str) -> None:
+        """Our own failure on a flow, kept with it (the traffic went on)."""
+        self.upsert("flows", {"id": flow_id, "failure": detail[:2000]})

@@ -1,0 +1,191 @@
+"""The recording pipeline: `handle(event)` for every event of every flow, live or offline.
+
+Requests, response bytes and WebSocket frames go in; redacted rows go to a sink (the store's
+writer) and one line per tool call and tool return goes to `echo`. The protocol sides
+(`ConversationSide`, `ResponsesSide`) hold what each protocol needs across flows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from convtap.record.conversation import ConversationSide, Turn
+from convtap.record.events import (
+    BodyChunk,
+    BytesLost,
+    Headers,
+    OwnFailure,
+    RecorderEvent,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+    WebSocketEnded,
+    WebSocketMessage,
+)
+from convtap.record.output import Output, Sink
+from convtap.record.redact import Redactor
+from convtap.record.responses import ResponsesSide
+from convtap.wire.jsonvalue import dumps
+from convtap.wire.session import endpoint_kind, parse_json, read_turn_request
+
+STREAMED_KINDS = ("conversation", "resume", "responses")
+
+
+@dataclass
+class FlowState:
+    kind: str
+    turn: Turn | None = None
+    tapped: bool = False
+
+
+def is_event_stream(headers: Headers) -> bool:
+    return any(
+        k.lower() == "content-type" and v.startswith("text/event-stream") for k, v in headers
+    )
+
+
+class Recorder:
+    def __init__(
+        self, sink: Sink, redactor: Redactor, echo: Callable[[str], None] | None = None
+    ) -> None:
+        self.out = Output(sink, redactor, echo)
+        self.flows: dict[str, FlowState] = {}
+        self.conversation = ConversationSide(self.out)
+        self.responses = ResponsesSide(self.out)
+
+    def handle(self, event: RecorderEvent) -> None:
+        match event:
+            case RequestSeen():
+                self._request(event)
+            case ResponseStarted():
+                self._started(event)
+            case BodyChunk():
+                self._chunk(event)
+            case ResponseEnded():
+                self._ended(event)
+            case WebSocketMessage():
+                self._ws_message(event)
+            case WebSocketEnded():
+                self._ws_end(event)
+            case BytesLost():
+                self._lost(event)
+            case OwnFailure():
+                self.out.failure(event.flow_id, event.detail)
+
+    def close(self) -> None:
+        """Shutdown or end of import: the last findings, and what every open turn holds."""
+        self.out.report(self.out.auditor.finish())
+        self.conversation.close()
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def _request(self, ev: RequestSeen) -> None:
+        kind = endpoint_kind(ev.method, ev.path)
+        if kind is None:
+            return
+        state = self.flows[ev.flow_id] = FlowState(kind)
+        body = parse_json(ev.body)
+        client = next((v for k, v in ev.headers if k.lower() == "user-agent"), None)
+        conversation_id = body.get("conversation_id") if isinstance(body, dict) else None
+        conversation_id = conversation_id if isinstance(conversation_id, str) else None
+        out = self.out
+        if kind == "conversation":
+            request = read_turn_request(body)
+            state.turn = self.conversation.start_turn(ev.flow_id, request, client, ev.at)
+            out.report(out.auditor.request(ev.flow_id, out.redact.json(body), ev.at))
+        elif kind == "prepare":
+            out.auditor.prepare(conversation_id, ev.at)
+        elif kind == "responses":
+            self.responses.request(ev.flow_id, body, ev.at)
+        elif kind == "resume":
+            state.turn = self.conversation.resume_turn(ev.flow_id, conversation_id, ev.at)
+        out.upsert("flows", {
+            "id": ev.flow_id, "kind": kind, "method": ev.method, "url": out.redact.url(ev.url),
+            "host": ev.host, "path": ev.path.split("?", 1)[0], "client": client,
+            "request_headers": dumps(out.redact.headers(ev.headers)),
+            "request_body": self._body_text(kind, ev.body, body),
+            "conversation_id": conversation_id,
+            "turn_id": state.turn.id if state.turn else None,
+            "started_at": ev.at, "source": ev.source,
+        })  # fmt: skip
+
+    def _started(self, ev: ResponseStarted) -> None:
+        state = self.flows.get(ev.flow_id)
+        if state is None or state.kind not in STREAMED_KINDS or not is_event_stream(ev.headers):
+            return
+        if state.kind == "responses":
+            self.responses.start(ev.flow_id)
+        state.tapped = True
+
+    def _chunk(self, ev: BodyChunk) -> None:
+        state = self.flows.get(ev.flow_id)
+        if state is None or not state.tapped:
+            return
+        if state.kind == "responses":
+            self.responses.chunk(ev.flow_id, ev.data, ev.at)
+        elif state.turn is not None:
+            self.conversation.chunk(ev.flow_id, state.turn, ev.data, ev.at)
+
+    def _ended(self, ev: ResponseEnded) -> None:
+        state = self.flows.get(ev.flow_id)
+        if state is None:
+            return
+        body, outcome, streamed = ev.body, ev.outcome, is_event_stream(ev.headers)
+        if streamed and body is not None and not state.tapped:  # a whole stream, read back
+            self._started(ResponseStarted(ev.flow_id, ev.status, ev.headers))
+            self._chunk(BodyChunk(ev.flow_id, body, ev.at))
+            body = None
+        truncated = False
+        if state.kind == "responses":
+            truncated = self.responses.end(ev.flow_id, None if state.tapped else body, ev.at)
+        elif state.turn is not None and state.tapped:
+            truncated = self.conversation.end_leg(state.turn, ev.at)
+        if truncated and outcome == "complete":
+            outcome = "truncated"
+        parsed = None if streamed else parse_json(body)
+        if state.kind == "conversation-get":
+            self.conversation.nodes(ev.flow_id, parsed, ev.at)
+        out = self.out
+        out.upsert("flows", {
+            "id": ev.flow_id, "status": ev.status,
+            "response_headers": dumps(out.redact.headers(ev.headers)),
+            "response_body": None if streamed else self._body_text(state.kind, body, parsed),
+            "ended_at": ev.at, "outcome": outcome,
+        })  # fmt: skip
+        if state.kind != "websocket":
+            del self.flows[ev.flow_id]
+            out.forget(ev.flow_id)
+
+    def _lost(self, ev: BytesLost) -> None:
+        """Bytes of this flow's body never reached the recorder: said on the flow and in the
+        turn's decode errors."""
+        detail = f"the recorder fell behind: {ev.size} bytes of this body were not recorded"
+        self.out.failure(ev.flow_id, detail)
+        state = self.flows.get(ev.flow_id)
+        if state is not None and state.turn is not None:
+            state.turn.decoder.decoder.record_error(-1, "recorder-overload", detail)
+
+    # -- WebSocket -------------------------------------------------------------------------------
+
+    def _ws_message(self, ev: WebSocketMessage) -> None:
+        if ev.flow_id not in self.flows:
+            return
+        kind = "ws:client" if ev.from_client else "ws:server"
+        self.out.raw(ev.flow_id, ev.at, kind, 1, self.out.redact.text(ev.text))
+        if not ev.from_client:
+            self.conversation.ws_frame(ev.text, ev.at)
+
+    def _ws_end(self, ev: WebSocketEnded) -> None:
+        if self.flows.pop(ev.flow_id, None) is not None:
+            self.out.forget(ev.flow_id)
+            self.conversation.ws_end(ev.at or time.time())
+
+    def _body_text(self, kind: str, raw: bytes | None, parsed: object) -> str | None:
+        if not raw:
+            return None
+        if parsed is None:
+            return f"<{len(raw)} bytes, not JSON>"
+        redact = self.out.redact
+        return dumps(redact.every_string(parsed) if kind == "sentinel" else redact.json(parsed))

@@ -1,0 +1,107 @@
+"""Replaying a capture database: `convtap reprocess` (decode it again, in place) and
+`convtap import other.db` (merge it into another capture).
+
+The stored rows are already redacted (redaction leaves placeholders alone, so nothing is hashed
+twice); every SSE leg is rebuilt from its raw events and every WebSocket frame is replayed in
+order. Flows are streamed one at a time, never loaded whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from convtap.record.events import (
+    BodyChunk,
+    RecorderEvent,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+    WebSocketEnded,
+    WebSocketMessage,
+)
+from convtap.record.recorder import STREAMED_KINDS, Recorder, is_event_stream
+from convtap.record.redact import ClearText
+from convtap.record.store import (
+    Writer,
+    clear_derived,
+    connect,
+    flow_ids,
+    iter_events,
+    iter_flows,
+)
+
+
+def reprocess_db(path: Path) -> int:
+    db = connect(path, create=False)
+    clear_derived(db)
+    db.conn.close()
+    writer = Writer(path)
+    recorder = Recorder(writer, ClearText())
+    try:
+        count = replay_db(path, recorder.handle)
+        recorder.close()
+    finally:
+        writer.close()
+    return count
+
+
+def replay_db(
+    source: Path, handle: Callable[[RecorderEvent], None], skip: set[str] | None = None
+) -> int:
+    """Feed every flow of a capture database to a recorder, in time order; returns how many."""
+    db = connect(source, create=False)
+    count = 0
+    try:
+        for flow in iter_flows(db):
+            if skip is not None and flow["id"] in skip:
+                continue
+            for event in stored_flow_events(flow, iter_events(db, flow["id"])):
+                handle(event)
+            count += 1
+    finally:
+        db.conn.close()
+    if skip is not None:
+        skip |= flow_ids(source)
+    return count
+
+
+def _headers(text: str | None) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in json.loads(text or "[]"))
+
+
+def stored_flow_events(
+    flow: dict[str, Any], events: Iterator[dict[str, Any]]
+) -> Iterator[RecorderEvent]:
+    """The recorder events a stored flow and its raw events stand for."""
+    flow_id = flow["id"]
+    body = flow["request_body"]
+    yield RequestSeen(
+        flow_id=flow_id, method=flow["method"] or "GET", url=flow["url"] or "",
+        host=flow["host"] or "", path=flow["path"] or "", headers=_headers(flow["request_headers"]),
+        body=body.encode() if body and not body.startswith("<") else None,
+        at=flow["started_at"] or 0.0, source=flow["source"] or "reprocess",
+    )  # fmt: skip
+    if flow["kind"] == "websocket":
+        for event in events:
+            from_client = event["event"] == "ws:client"
+            yield WebSocketMessage(flow_id, from_client, event["data"], event["at"])
+        yield WebSocketEnded(flow_id, flow["ended_at"] or 0.0)
+        return
+    headers = _headers(flow["response_headers"])
+    response_body = None
+    if flow["kind"] in STREAMED_KINDS and is_event_stream(headers):
+        yield ResponseStarted(flow_id, flow["status"], headers)
+        for event in events:
+            yield BodyChunk(flow_id, event["data"].encode(), event["at"])
+        if flow["outcome"] == "truncated":  # the cut event was never kept: end inside one again
+            yield BodyChunk(flow_id, b"data: ", flow["ended_at"] or 0.0)
+    else:
+        text = flow["response_body"]
+        response_body = text.encode() if text and not text.startswith("<") else None
+    yield ResponseEnded(
+        flow_id, flow["status"], headers, response_body, flow["outcome"] or "complete",
+        flow["ended_at"] or 0.0,
+    )  # fmt: skip

@@ -1,0 +1,87 @@
+"""Recording the Responses API (`POST …/responses`): the calls a response asks the client to
+run, and the outputs the next request's `input` carries back, in the same `tool_calls` and
+`tool_returns` tables as f/conversation, with `protocol = "responses"`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from convtap.record.output import Output
+from convtap.wire.jsonvalue import dumps, loads_or_none
+from convtap.wire.responses import OUTPUTS, ResponsesDecoder, client_calls
+from convtap.wire.sse import SSEParser
+
+
+@dataclass
+class ResponsesFlow:
+    decoder: ResponsesDecoder = field(default_factory=ResponsesDecoder)
+    parser: SSEParser = field(default_factory=SSEParser)
+
+
+class ResponsesSide:
+    def __init__(self, out: Output) -> None:
+        self.out = out
+        self.flows: dict[str, ResponsesFlow] = {}
+
+    def request(self, flow_id: str, body: Any, at: float) -> None:
+        out = self.out
+        if not isinstance(body, dict):
+            return
+        previous = body.get("previous_response_id")
+        items = body.get("input")
+        for n, item in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(item, dict) or item.get("type") not in OUTPUTS:
+                continue
+            out.upsert("tool_returns", {
+                "id": f"{flow_id}:{n}", "protocol": "responses", "flow_id": flow_id,
+                "conversation_id": previous if isinstance(previous, str) else None,
+                "message_id": item.get("id"), "tool": item.get("type"),
+                "body_call_id": item.get("call_id"), "message": dumps(out.redact.json(item)),
+                "returned_at": at,
+            })  # fmt: skip
+            out.echo(f"output  {item.get('type')}  call_id {item.get('call_id')}")
+        out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
+
+    def start(self, flow_id: str) -> None:
+        self.flows[flow_id] = ResponsesFlow()
+
+    def chunk(self, flow_id: str, data: bytes, at: float) -> None:
+        flow = self.flows.setdefault(flow_id, ResponsesFlow())
+        events = flow.parser.feed(data)
+        if not events:
+            return
+        self.out.raw(flow_id, at, "sse", len(events),
+                     self.out.redact.sse(flow.parser.consumed, events))  # fmt: skip
+        for event in events:
+            flow.decoder.feed(event)
+
+    def end(self, flow_id: str, body: bytes | None, at: float) -> bool:
+        """The response is over: record its calls. `body` is a JSON answer (not streamed).
+        True when the stream was cut inside an event."""
+        flow = self.flows.pop(flow_id, None) or ResponsesFlow()
+        value = loads_or_none(body.lstrip()) if body else None
+        if isinstance(value, dict):
+            flow.decoder.response(value)
+        truncated = flow.parser.close()
+        out = self.out
+        decoder = flow.decoder
+        calls = client_calls(decoder.output_items)
+        for call in calls:
+            call_id = call["call_id"] or call["item_id"]
+            if not call_id:
+                continue
+            arguments = call["arguments"]
+            out.upsert("tool_calls", {
+                "call_id": call_id, "protocol": "responses", "turn_id": flow_id,
+                "conversation_id": decoder.response_id, "recipient": call["type"],
+                "kind": "client", "tool": call["name"] or call["type"],
+                "arguments": dumps(out.redact.json(arguments)) if not isinstance(arguments, str)
+                else None,
+                "arguments_text": arguments if isinstance(arguments, str) else dumps(arguments),
+                "complete": 1, "called_at": at, "item_id": call["item_id"],
+            })  # fmt: skip
+            out.echo(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
+                     f"item {call['item_id']}")  # fmt: skip
+        out.report(out.auditor.responses.response(flow_id, decoder.response_id, calls, at))
+        return truncated

@@ -1,0 +1,485 @@
+"""The capture database: schema, migrations, one batching writer. The only module that speaks SQL.
+
+One SQLite file per capture, WAL mode, mode 0600. Rows arrive already redacted. Writes go through
+one `Writer` thread that commits in batches (≤500 operations or 50 ms), so the proxy's event loop
+only enqueues, and a process killed at any moment leaves a database holding every committed batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from convtap.contract.audit import (
+    CallMade,
+    ClientCallMade,
+    ConversationRequest,
+    Happening,
+    MessageShown,
+    Prepared,
+    ResponsesRequest,
+)
+from convtap.contract.returns import Call
+from convtap.wire.jsonvalue import loads_or_none
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path("captures") / "capture.db"
+DATASETTE = resources.files("convtap.record") / "datasette.json"  # canned queries
+
+
+class StoreError(Exception):
+    """The database cannot be opened or is not a convtap capture."""
+
+
+# -- schema --------------------------------------------------------------------------------------
+
+TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
+    "flows": (
+        {
+            "id": str,
+            "kind": str,
+            "method": str,
+            "url": str,
+            "host": str,
+            "path": str,
+            "status": int,
+            "client": str,
+            "request_headers": str,
+            "request_body": str,
+            "response_headers": str,
+            "response_body": str,
+            "conversation_id": str,
+            "turn_id": str,
+            "started_at": float,
+            "ended_at": float,
+            "outcome": str,
+            "source": str,
+            "failure": str,
+        },
+        "id",
+    ),
+    "events": (
+        {"flow_id": str, "seq": int, "at": float, "event": str, "count": int, "data": str},
+        ("flow_id", "seq"),
+    ),
+    "turns": (
+        {
+            "id": str,
+            "conversation_id": str,
+            "parent_message_id": str,
+            "model": str,
+            "client": str,
+            "challenge": str,
+            "execution_target": str,
+            "message_ids": str,
+            "encoding": str,
+            "done": int,
+            "stream_complete": int,
+            "truncated": int,
+            "event_count": int,
+            "legs": int,
+            "ws_topic": str,
+            "errors": str,
+            "started_at": float,
+            "ended_at": float,
+        },
+        "id",
+    ),
+    "tool_signatures": ({"turn_id": str, "name": str, "signature": str}, ("turn_id", "name")),
+    "messages": (
+        {
+            "id": str,
+            "conversation_id": str,
+            "turn_id": str,
+            "role": str,
+            "name": str,
+            "recipient": str,
+            "channel": str,
+            "content_type": str,
+            "status": str,
+            "text": str,
+            "json": str,
+            "first_seen_at": float,
+            "updated_at": float,
+        },
+        "id",
+    ),
+    "tool_calls": (
+        {
+            "call_id": str,
+            "protocol": str,
+            "turn_id": str,
+            "conversation_id": str,
+            "recipient": str,
+            "kind": str,
+            "tool": str,
+            "arguments": str,
+            "arguments_text": str,
+            "complete": int,
+            "called_at": float,
+            "item_id": str,  # Responses API: the call item's own id (fc_...)
+        },
+        "call_id",
+    ),
+    "tool_returns": (
+        {
+            "id": str,
+            "protocol": str,
+            "flow_id": str,
+            "conversation_id": str,
+            "parent_message_id": str,
+            "message_id": str,
+            "tool": str,
+            "body_call_id": str,
+            "body_tool": str,
+            "message": str,
+            "returned_at": float,
+            "call_id": str,
+        },
+        "id",
+    ),
+    "conversation_nodes": (
+        {
+            "conversation_id": str,
+            "node_id": str,
+            "message_id": str,
+            "role": str,
+            "flow_id": str,
+            "seen_at": float,
+        },
+        ("conversation_id", "node_id"),
+    ),
+    "findings": (
+        {
+            "id": int,
+            "rule": str,
+            "severity": str,
+            "conversation_id": str,
+            "call_id": str,
+            "return_id": str,
+            "flow_id": str,
+            "message": str,
+            "evidence": str,
+            "created_at": float,
+        },
+        "id",
+    ),
+}
+
+# Columns an upsert never overwrites: where and when a thing was first seen.
+KEEP_ON_UPDATE = {
+    "messages": {"turn_id", "first_seen_at"},
+    "tool_calls": {"turn_id", "called_at"},
+    "flows": {"started_at"},
+    "turns": {"started_at"},
+}
+
+CALL_LEDGER = """
+CREATE VIEW IF NOT EXISTS call_ledger AS
+SELECT c.call_id, c.protocol, c.tool, c.kind, c.recipient, c.conversation_id, c.turn_id,
+       c.called_at, c.complete, coalesce(r.message_id, r.id) AS return_id, r.returned_at,
+       r.id IS NOT NULL AS answered,
+       r.id IS NOT NULL AND (t.stream_complete = 1 OR EXISTS (
+           SELECT 1 FROM conversation_nodes n
+           WHERE n.conversation_id = r.conversation_id AND n.node_id = r.message_id)
+           OR (r.protocol = 'responses' AND a.status = 200 AND a.outcome = 'complete'))
+           AS accepted,
+       r.id IS NOT NULL AND (EXISTS (
+           SELECT 1 FROM messages m WHERE m.turn_id = r.flow_id AND m.role = 'assistant')
+           OR (r.protocol = 'responses' AND a.status = 200 AND a.outcome = 'complete'))
+           AS continued,
+       (SELECT count(*) FROM findings f WHERE f.call_id = c.call_id) AS findings
+FROM tool_calls c
+LEFT JOIN tool_returns r ON r.id = (
+    SELECT id FROM tool_returns WHERE call_id = c.call_id ORDER BY returned_at, id LIMIT 1)
+LEFT JOIN turns t ON t.id = r.flow_id
+LEFT JOIN flows a ON a.id = r.flow_id AND r.protocol = 'responses'
+"""
+
+INDEXES = [
+    ("tool_returns", ["call_id"]),
+    ("tool_returns", ["parent_message_id"]),
+    ("tool_returns", ["body_call_id"]),
+    ("messages", ["turn_id"]),
+    ("messages", ["conversation_id"]),
+    ("findings", ["call_id"]),
+    ("findings", ["rule"]),
+    ("flows", ["conversation_id"]),
+]
+
+# Pair returns with calls: by the request's parent_message_id first, else by the call_id the
+# return's body names (PROTOCOL.md "The tool return contract", rules 9 and 12).
+LINK = [
+    """UPDATE tool_returns SET call_id = parent_message_id
+       WHERE call_id IS NULL AND parent_message_id IN (SELECT call_id FROM tool_calls)""",
+    """UPDATE tool_returns SET call_id = body_call_id
+       WHERE call_id IS NULL AND body_call_id IN (SELECT call_id FROM tool_calls)""",
+]
+
+
+def _migrate_to_1(db: sqlite_utils.Database) -> None:
+    for name, (columns, pk) in TABLES.items():
+        db[name].create(columns, pk=pk, if_not_exists=True)  # type: ignore[union-attr]
+    for table, indexed in INDEXES:
+        db[table].create_index(indexed, if_not_exists=True)  # type: ignore[union-attr]
+    db["messages"].enable_fts(["text"], create_triggers=True)  # type: ignore[union-attr]
+    db.execute(CALL_LEDGER)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1]
+
+
+def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
+    """Open (or create) a capture database, migrated to the current schema."""
+    path = Path(path)
+    if not create and not path.exists():
+        raise StoreError(f"no database at {path}")
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 before SQLite touches it; SQLite gives -wal and -shm the same mode.
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o600)
+    try:
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()  # a pending statement would make
+        # every later query of sqlite-utils fetch all its rows at once
+        conn.execute("PRAGMA synchronous=NORMAL")
+        db = sqlite_utils.Database(conn)
+        version = _version(db)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a SQLite database ({exc})") from exc
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}")
+    if version < SCHEMA_VERSION:
+        if not create and version == 0 and db.table_names():
+            raise StoreError(f"{path} is not a convtap capture")
+        with conn:
+            for migrate in MIGRATIONS[version:]:
+                migrate(db)
+            db["meta"].insert(  # type: ignore[union-attr]
+                {"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key", replace=True
+            )
+    return db
+
+
+def _version(db: sqlite_utils.Database) -> int:
+    if "meta" not in db.table_names():
+        return 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+Op = tuple[str, str, dict[str, Any]]  # (insert | upsert, table, row)
+_STOP = object()
+
+
+class Writer:
+    """One thread owns the connection and commits batches; `put` is all a hook ever does."""
+
+    def __init__(self, path: Path | str, *, batch: int = 500, delay: float = 0.05) -> None:
+        self.path = Path(path)
+        self.db = connect(self.path)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._batch, self._delay = batch, delay
+        self._sql: dict[tuple[str, str, tuple[str, ...]], str] = {}
+        self.failures: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="convtap-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, kind: str, table: str, row: dict[str, Any]) -> None:
+        self._queue.put((kind, table, row))
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until everything put so far is committed."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(60)
+        self.db.conn.close()
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            items = [self._queue.get()]
+            deadline = time.monotonic() + self._delay
+            while len(items) < self._batch and isinstance(items[-1], tuple):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    items.append(self._queue.get(timeout=remaining))
+                except queue.Empty:
+                    break
+            stop = items[-1] is _STOP
+            self._commit([i for i in items if isinstance(i, tuple)])
+            for item in items:
+                if isinstance(item, threading.Event):
+                    item.set()
+
+    def _commit(self, ops: list[Op]) -> None:
+        if not ops:
+            return
+        conn = self.db.conn
+        try:
+            with conn:
+                for kind, table, row in ops:
+                    conn.execute(self._statement(kind, table, tuple(row)), tuple(row.values()))
+                for statement in LINK:
+                    conn.execute(statement)
+        except sqlite3.Error as exc:  # a bad row must not stop the recorder: keep the rest
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+            for op in ops:
+                with contextlib.suppress(sqlite3.Error), conn:
+                    conn.execute(self._statement(op[0], op[1], tuple(op[2])), tuple(op[2].values()))
+
+    def _statement(self, kind: str, table: str, columns: tuple[str, ...]) -> str:
+        key = (kind, table, columns)
+        if key not in self._sql:
+            self._sql[key] = insert_sql(kind, table, columns)
+        return self._sql[key]
+
+
+def insert_sql(kind: str, table: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(f'"{c}"' for c in columns)
+    marks = ", ".join("?" for _ in columns)
+    if kind == "insert":
+        return f'INSERT OR IGNORE INTO "{table}" ({names}) VALUES ({marks})'
+    pk = TABLES[table][1]
+    keys = (pk,) if isinstance(pk, str) else pk
+    keep = KEEP_ON_UPDATE.get(table, set()) | set(keys)
+    updates = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c not in keep)
+    conflict = ", ".join(f'"{k}"' for k in keys)
+    action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+    return f'INSERT INTO "{table}" ({names}) VALUES ({marks}) ON CONFLICT ({conflict}) {action}'
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    return list(db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id"))
+
+
+def flow_ids(path: Path | str) -> set[str]:
+    """The ids of the flows a database holds (an import skips them)."""
+    db = connect(path, create=False)
+    try:
+        return {row[0] for row in db.execute("SELECT id FROM flows")}
+    finally:
+        db.conn.close()
+
+
+def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+    yield from db.query("SELECT * FROM flows ORDER BY started_at, rowid")
+
+
+def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:
+    yield from db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id])
+
+
+def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
+    """What `convtap audit` replays, streamed in time order. At the same instant a prepare comes
+    first, then calls, requests, and the message ids the streams showed."""
+    queries = [
+        (0, "SELECT started_at AS at, request_body FROM flows WHERE kind = 'prepare'"),
+        (1, "SELECT called_at AS at, * FROM tool_calls"),
+        (2, "SELECT started_at AS at, id, kind, request_body FROM flows "
+            "WHERE kind IN ('conversation', 'responses')"),
+        (3, "SELECT first_seen_at AS at, id, conversation_id FROM messages"),
+    ]  # fmt: skip
+
+    def stream(order: int, sql: str) -> Iterator[tuple[float, int, dict[str, Any]]]:
+        for row in db.query(f"{sql} ORDER BY at"):
+            yield row["at"] or 0.0, order, row
+
+    merged = heapq.merge(*(stream(o, sql) for o, sql in queries), key=lambda r: (r[0], r[1]))
+    for at, order, row in merged:
+        yield _happening(at, order, row)
+
+
+def _happening(at: float, order: int, row: dict[str, Any]) -> Happening:
+    if order == 0:
+        body = loads_or_none(row["request_body"])
+        conversation = body.get("conversation_id") if isinstance(body, dict) else None
+        return Prepared(conversation if isinstance(conversation, str) else None, at)
+    if order == 1 and row["protocol"] == "responses":
+        call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
+                "name": row["tool"], "execution": "client"}  # fmt: skip
+        return ClientCallMade(row["turn_id"], row["conversation_id"], call, at)
+    if order == 1:
+        return CallMade(call_from_row(row))
+    if order == 2:
+        kind = ConversationRequest if row["kind"] == "conversation" else ResponsesRequest
+        return kind(row["id"], loads_or_none(row["request_body"]), at)
+    return MessageShown(row["conversation_id"], row["id"])
+
+
+def call_from_row(row: dict[str, Any]) -> Call:
+    arguments = loads_or_none(row["arguments"])
+    return Call(
+        call_id=row["call_id"], recipient=row["recipient"] or "", kind=row["kind"] or "builtin",
+        tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
+        arguments_text=row["arguments_text"] or "", conversation_id=row["conversation_id"],
+        turn_id=row["turn_id"], at=row["called_at"] or 0.0,
+    )  # fmt: skip
+
+
+def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
+    """What shape inference reads, streamed: request bodies, final messages, raw events (in
+    order within each flow)."""
+    for row in db.query("SELECT kind, request_body, started_at FROM flows "
+                        "WHERE request_body IS NOT NULL"):  # fmt: skip
+        yield "request", row
+    for row in db.query("SELECT json, first_seen_at FROM messages"):
+        yield "message", row
+    for row in db.query("SELECT flow_id, at, event, data FROM events ORDER BY flow_id, seq"):
+        yield "event", row
+
+
+def count_calls(db: sqlite_utils.Database) -> int:
+    return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
+
+
+def replace_findings(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> None:
+    with db.conn:
+        db.execute("DELETE FROM findings")
+        if rows:
+            columns = tuple(rows[0])
+            db.conn.executemany(insert_sql("insert", "findings", columns),
+                                [tuple(r.values()) for r in rows])  # fmt: skip
+
+
+DERIVED = (
+    "turns",
+    "tool_signatures",
+    "messages",
+    "tool_calls",
+    "tool_returns",
+    "conversation_nodes",
+    "findings",
+)
+
+
+def clear_derived(db: sqlite_utils.Database) -> None:
+    """Before `convtap reprocess`: drop what the decoder derived, keep flows and raw events."""
+    with db.conn:
+        for table in DERIVED:
+            db.execute(f'DELETE FROM "{table}"')

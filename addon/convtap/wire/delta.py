@@ -1,0 +1,394 @@
+"""Delta encoding v1: SSE events in, messages, typed events and decode errors out.
+
+Follows PROTOCOL.md "Delta encoding v1" rules 1-9 (how ChatGPT's own client decodes the stream),
+with one deliberate deviation (rule 6): an invalid delta is recorded as a decode error and skipped
+instead of ending the stream. The decoder works on plain dicts; nothing here validates models.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any, NamedTuple, TypeGuard
+
+from convtap.wire.jsonvalue import JSON, loads
+from convtap.wire.sse import SSEEvent
+
+OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class DecodeError(NamedTuple):
+    """A recorded decoding problem: which dispatched event (0-based), what kind, and why."""
+
+    event_index: int
+    kind: str  # malformed-json | invalid-delta | unknown-encoding | unexpected-value | ws-frame
+    detail: str
+
+
+class Update(NamedTuple):
+    """Something a live consumer may act on. kind: message (value: its id), event, other,
+    error (value: DecodeError) or done."""
+
+    kind: str
+    value: Any
+
+
+class InvalidDelta(ValueError):
+    """A delta that cannot apply; the decoder turns it into a DecodeError."""
+
+
+_NO_UPDATES: Sequence[Update] = ()
+
+
+def is_message(value: object) -> TypeGuard[dict[str, Any]]:
+    """Rule 3: a message has a string id, a string author.role and a content."""
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        return False
+    author = value.get("author")
+    return isinstance(author, dict) and isinstance(author.get("role"), str) and "content" in value
+
+
+class DeltaDecoder:
+    """Decodes one turn's events, fed in wire order across all its legs."""
+
+    def __init__(self) -> None:
+        self.encoding: str | None = None
+        self.conversation_id: str | None = None
+        self.done = False
+        self.stream_complete = False
+        self.event_index = 0  # index of the next dispatched event, [DONE] included
+        self.event_count = 0  # PROTOCOL.md "Resume": dispatched events except [DONE]
+        self.events: list[dict[str, JSON]] = []
+        self.other_events: list[dict[str, JSON]] = []
+        self.errors: list[DecodeError] = []
+        self._messages: dict[str, dict[str, JSON]] = {}
+        self._status: dict[str, JSON] = {}
+        self.reset_state()
+
+    def reset_state(self) -> None:
+        """A fresh delta state (rule 1: a new `delta_encoding` event; a WebSocket leg)."""
+        self._roots: dict[int, JSON] = {}  # rule 3: one root per channel c
+        self._record: tuple[int, str, str] = (0, "", "add")  # rule 2: sticky c, p, o
+        # A string being appended to by bare frames, kept as pieces until something reads it:
+        # (container, key, pieces). Joining once instead of on each frame keeps decoding linear.
+        self._pending: tuple[Any, Any, list[str]] | None = None
+
+    @property
+    def messages(self) -> dict[str, dict[str, JSON]]:
+        """Every message by id, in order of first appearance, in its latest state."""
+        self._materialize()
+        return self._messages
+
+    def feed(self, event: SSEEvent) -> Sequence[Update]:
+        index = self.event_index
+        self.event_index += 1
+        data = event.data
+        if data == "[DONE]":  # rule 8
+            self.done = True
+            return [Update("done", None)]
+        self.event_count += 1
+        try:
+            obj = loads(data)
+        except ValueError as exc:
+            return self.record_error(index, "malformed-json", f"{event.event} event: {exc}")
+        if event.event == "delta":  # rule 1: only `delta` events are deltas
+            if type(obj) is not dict:
+                return self.record_error(index, "invalid-delta", "a delta must be a JSON object")
+            pending = self._pending
+            if pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
+                pending[2].append(obj["v"])  # rule 2: a bare frame continuing a string append
+                return _NO_UPDATES
+            return self._delta(index, obj)
+        if event.event == "delta_encoding":
+            if obj != "v1":
+                detail = f"unknown delta encoding {obj!r}"
+                return self.record_error(index, "unknown-encoding", detail)
+            self.encoding = "v1"
+            self._flush()
+            self.reset_state()
+            return _NO_UPDATES
+        if type(obj) is not dict:
+            detail = f"a {event.event} event that is not a JSON object: {data[:80]}"
+            return self.record_error(index, "unexpected-value", detail)
+        return self._object(obj)
+
+    # -- non-delta events (rules 7 and 9) -------------------------------------------------------
+
+    def _object(self, obj: dict[str, JSON]) -> Sequence[Update]:
+        updates: list[Update] = []
+        if isinstance(obj.get("conversation_id"), str):
+            self.conversation_id = obj["conversation_id"]
+        kind = obj.get("type")
+        if isinstance(kind, str):
+            self.events.append(obj)
+            updates.append(Update("event", obj))
+            if kind == "message_stream_complete":
+                self.stream_complete = True
+            elif kind == "input_message" and is_message(obj.get("input_message")):
+                updates += self._register(obj["input_message"])  # a snapshot of the input
+        elif is_message(obj.get("message")):
+            updates += self._register(obj["message"])  # rule 9: a legacy cumulative snapshot
+        else:
+            self.other_events.append(obj)  # error envelopes, the legacy moderation trailer, ...
+            updates.append(Update("other", obj))
+        return updates
+
+    def _register(self, message: dict[str, JSON]) -> list[Update]:
+        mid: str = message["id"]
+        status = message.get("status")
+        known = mid in self._messages
+        self._messages[mid] = message
+        if known and self._status.get(mid) == status:
+            return []
+        self._status[mid] = status
+        return [Update("message", mid)]
+
+    def record_error(self, index: int, kind: str, detail: str) -> Sequence[Update]:
+        error = DecodeError(index, kind, detail)
+        self.errors.append(error)
+        return [Update("error", error)]
+
+    # -- deltas (rules 2-6) ---------------------------------------------------------------------
+
+    def _delta(self, index: int, delta: dict[str, JSON]) -> Sequence[Update]:
+        self._flush()
+        c0, p0, o0 = self._record
+        c, p, o = delta.get("c", c0), delta.get("p", p0), delta.get("o", o0)
+        try:
+            if type(c) is not int:
+                raise InvalidDelta(f"channel c must be an integer, not {c!r}")
+            if not isinstance(p, str):
+                raise InvalidDelta(f"path p must be a string, not {p!r}")
+            if o not in OPS:
+                raise InvalidDelta(f"unknown op {o!r}")
+            value = delta.get("v", MISSING)  # rule 2: v is never copied
+            if o == "patch":
+                root = _patch(self._roots.get(c, MISSING), p, value)
+                if root is not MISSING:
+                    self._roots[c] = root
+            else:
+                self._pending = _apply(self._roots, c, _pointer(p), o, value)
+        except InvalidDelta as exc:
+            # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
+            return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")
+        self._record = (c, p, o)
+        root = self._roots.get(c)
+        if not isinstance(root, dict):
+            return _NO_UPDATES
+        if isinstance(root.get("conversation_id"), str):
+            self.conversation_id = root["conversation_id"]
+        message = root.get("message")
+        return self._register(message) if is_message(message) else _NO_UPDATES
+
+    def _materialize(self) -> None:
+        if self._pending is not None:
+            container, key, pieces = self._pending
+            text = "".join(pieces)
+            container[key] = text
+            pieces[:] = [text]
+
+    def _flush(self) -> None:
+        self._materialize()
+        self._pending = None
+
+
+def _pointer(path: str) -> list[str]:
+    """Rule 5: JSON Pointer (RFC 6901) segments; `~1` is decoded before `~0`."""
+    if path == "":
+        return []
+    if path[0] != "/":
+        raise InvalidDelta("a path must be empty or start with '/'")
+    return [s.replace("~1", "/").replace("~0", "~") for s in path[1:].split("/")]
+
+
+def _is_index(segment: str) -> bool:
+    return segment.isascii() and segment.isdigit()
+
+
+def _patch(root: JSON, path: str, ops: JSON) -> JSON:
+    """Rule 4 `patch`: sub-ops relative to the patch path, applied whole or not at all."""
+    if not isinstance(ops, list):
+        raise InvalidDelta("patch value must be a list of operations")
+    holder = {0: copy.deepcopy(root)} if root is not MISSING else {}
+    for n, sub in enumerate(ops):
+        if not isinstance(sub, dict) or not isinstance(sub.get("p"), str) or "o" not in sub:
+            raise InvalidDelta(f"sub-op {n} needs its own p and o")  # they inherit nothing
+        o = sub["o"]
+        if o == "patch":
+            holder[0] = _patch(holder.get(0, MISSING), path + sub["p"], sub.get("v", MISSING))
+        elif o in OPS:
+            _apply(holder, 0, _pointer(path + sub["p"]), o, sub.get("v", MISSING))
+        else:
+            raise InvalidDelta(f"sub-op {n}: unknown op {o!r}")
+    return holder.get(0, MISSING) if holder else MISSING
+
+
+def _apply(
+    roots: dict[int, JSON], channel: int, segments: list[str], op: str, value: JSON
+) -> tuple[Any, Any, list[str]] | None:
+    """Apply one op, checking everything before changing anything so that a failure leaves the
+    state untouched. Returns the appended-to string's place when the op appended text."""
+    if value is MISSING and op != "remove":
+        raise InvalidDelta("missing value v")
+    keys: list[Any] = [channel, *segments]
+    container: Any = roots
+    depth = 0
+    while depth < len(keys) - 1:  # walk what exists
+        child = _get(container, keys[depth])
+        if child is MISSING or child is None:
+            break
+        if not isinstance(child, dict | list):
+            where = "/" + "/".join(segments[:depth])
+            raise InvalidDelta(f"{where} is a {_kind(child)}, not a container")
+        container = child
+        depth += 1
+    if depth < len(keys) - 1:
+        # Rule 5: create the missing containers, once we know the op can apply to a new one.
+        _check_bounds(container, keys[depth], remove=False)
+        for key in keys[depth + 1 :]:
+            _check_new_container_key(key)
+        _check_op(op, MISSING, value)
+        for key, next_key in zip(keys[depth:-1], keys[depth + 1 :], strict=True):
+            fresh: Any = [] if _is_index(next_key) or next_key == "-" else {}
+            _set(container, key, fresh)
+            container = fresh
+        target = MISSING
+    else:
+        target = _get(container, keys[-1])
+        _check_op(op, target, value)
+        if op in ("add", "replace", "remove") or target is MISSING:
+            _check_bounds(container, keys[-1], remove=op == "remove")
+    return _perform(container, keys[-1], op, target, value)
+
+
+def _get(container: Any, key: Any) -> JSON:
+    if isinstance(container, dict):
+        return container.get(key, MISSING)
+    if not _is_index(key):
+        if key == "-":
+            return MISSING
+        raise InvalidDelta(f"{key!r} is not an array index")
+    index = int(key)
+    return container[index] if index < len(container) else MISSING
+
+
+def _check_bounds(container: Any, key: Any, *, remove: bool) -> None:
+    """An array index names an item, or (except for remove) the end of the array."""
+    if not isinstance(container, list):
+        return  # object keys: remove of a missing key is caught by _check_op
+    size = len(container)
+    if key == "-":
+        if remove:
+            raise InvalidDelta("'-' names no item to remove")
+        return
+    if int(key) > (size - 1 if remove else size):
+        raise InvalidDelta(f"index {key} is out of range for an array of {size}")
+
+
+def _check_new_container_key(key: str) -> None:
+    if not (_is_index(key) or key == "-"):
+        return  # an object key: a new {} takes it
+    if key not in ("0", "-"):
+        raise InvalidDelta(f"index {key} is out of range for a new array")
+
+
+def _check_op(op: str, target: JSON, value: JSON) -> None:
+    if op in ("add", "replace"):
+        return
+    if op == "remove":
+        if target is MISSING:
+            raise InvalidDelta("nothing to remove")
+    elif op == "append":
+        if isinstance(target, str):
+            if isinstance(value, dict | list):
+                raise InvalidDelta(f"cannot append a {_kind(value)} onto a string")
+        elif isinstance(target, dict):
+            if not isinstance(value, dict):
+                raise InvalidDelta(f"cannot append a {_kind(value)} onto an object")
+        elif not (isinstance(target, list) or target is MISSING or target is None):
+            raise InvalidDelta(f"cannot append onto a {_kind(target)}")
+    elif op == "truncate":
+        if type(value) is not int or value < 0:
+            raise InvalidDelta(f"truncate needs a non-negative integer, not {value!r}")
+        if not isinstance(target, str | list):
+            raise InvalidDelta(f"cannot truncate a {_kind(target)}")
+
+
+def _set(container: Any, key: Any, value: JSON) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+    elif key == "-" or int(key) == len(container):
+        container.append(value)
+    else:
+        container[int(key)] = value
+
+
+def _perform(
+    container: Any, key: Any, op: str, target: JSON, value: JSON
+) -> tuple[Any, Any, list[str]] | None:
+    """Rule 4, once _check_op and _check_settable have passed."""
+    is_list = isinstance(container, list)
+    if is_list:
+        key = len(container) if key == "-" else int(key)
+    if op == "add" and is_list:
+        container.insert(key, value)  # on an array index, add inserts
+    elif op in ("add", "replace"):
+        _set(container, key, value)
+    elif op == "remove":
+        del container[key]
+    elif op == "truncate":
+        container[key] = _utf16_prefix(target, value) if isinstance(target, str) else target[:value]
+    elif isinstance(target, str):
+        container[key] = target + _as_text(value)
+        return container, key, [container[key]]
+    elif isinstance(target, list):
+        if isinstance(value, list):
+            target.extend(value)  # onto an array, append concatenates one level
+        else:
+            target.append(value)
+    elif isinstance(target, dict):
+        target.update(value)  # shallow merge, new keys win: how /message/metadata grows
+    else:
+        _set(container, key, value)  # onto missing or null, append sets
+        if isinstance(value, str):
+            return container, key, [value]
+    return None
+
+
+def _as_text(value: JSON) -> str:
+    """`v` as text, as JavaScript's `+` would write a scalar."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _utf16_prefix(text: str, units: int) -> str:
+    """The first `units` UTF-16 code units of `text`, as JavaScript's string slicing counts."""
+    if text.isascii() or all(ord(ch) < 0x10000 for ch in text):
+        return text[:units]
+    encoded = text.encode("utf-16-le", "surrogatepass")[: 2 * units]
+    return encoded.decode("utf-16-le", "surrogatepass")
+
+
+def _kind(value: JSON) -> str:
+    if value is MISSING:
+        return "missing value"
+    if value is None:
+        return "null"
+    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+        type(value), "number"
+    )

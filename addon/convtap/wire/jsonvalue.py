@@ -1,0 +1,39 @@
+"""JSON text in and out, the same way everywhere: strict parsing (orjson first, the stdlib for
+what orjson refuses but JSON allows) and one canonical dump for stored values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+JSON = Any
+
+
+def loads(text: str | bytes) -> JSON:
+    """Parse JSON strictly: orjson first (fast), the stdlib for what orjson refuses but JSON
+    allows (integers beyond 64 bits, lone surrogate escapes). NaN and Infinity are refused."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text, parse_constant=_refuse_constant)
+
+
+def loads_or_none(text: str | bytes | None) -> JSON:
+    """JSON text as a value, or None when there is no text or it is not JSON."""
+    if not text:
+        return None
+    try:
+        return loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def dumps(value: Any) -> str | None:
+    """A value as stored: sorted keys, non-ASCII kept; None stays None (SQL NULL)."""
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")

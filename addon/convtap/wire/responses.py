@@ -1,0 +1,173 @@
+"""The Responses API stream (seed 004, PROTOCOL.md "Responses API"): typed events in, output
+items and the calls the client must execute out.
+
+`POST /v1/responses` (and the Codex backend's `…/codex/responses`) streams events whose data is
+an object with a `type` (`response.created`, `response.output_item.added`,
+`response.function_call_arguments.delta` / `.done`, `response.output_item.done`,
+`response.completed`, ...); there is no `[DONE]`. Client-executed calls are `function_call`,
+`custom_tool_call` and `tool_search_call` with `execution: "client"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from convtap.wire.jsonvalue import loads
+from convtap.wire.sse import SSEEvent, SSEParser
+
+PROTOCOL = "responses"
+CLIENT_CALLS = ("function_call", "custom_tool_call", "tool_search_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
+
+
+@dataclass
+class ResponsesDecoder:
+    response_id: str | None = None
+    status: str | None = None
+    event_types: list[str] = field(default_factory=list)  # distinct, in order of first appearance
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    event_count: int = 0
+    _items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> item
+    _arguments: dict[str, list[str]] = field(default_factory=dict)  # item id -> deltas
+
+    def feed(self, event: SSEEvent) -> None:
+        index = self.event_count
+        self.event_count += 1
+        if event.data == "[DONE]":
+            return
+        try:
+            obj = loads(event.data)
+        except ValueError as exc:
+            self._error(index, "malformed-json", f"{event.event} event: {exc}")
+            return
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            self._error(index, "unexpected-value", "an event that is not a typed object")
+            return
+        kind = obj["type"]
+        if kind not in self.event_types:
+            self.event_types.append(kind)
+        response = obj.get("response")
+        if isinstance(response, dict):
+            self.response(response, final=kind != "response.created")
+        position = obj.get("output_index")
+        item = obj.get("item")
+        if isinstance(item, dict) and isinstance(position, int):
+            self._items[position] = item  # .added, then replaced by .done
+        if kind.endswith("_arguments.delta") or kind.endswith("_input.delta"):
+            key = str(obj.get("item_id") or position)
+            self._arguments.setdefault(key, []).append(str(obj.get("delta", "")))
+        elif kind.endswith("_arguments.done") or kind.endswith("_input.done"):
+            key = str(obj.get("item_id") or position)
+            final = obj.get("arguments", obj.get("input"))
+            streamed = "".join(self._arguments.get(key, []))
+            if key in self._arguments and isinstance(final, str) and streamed != final:
+                self._error(
+                    index,
+                    "arguments-mismatch",
+                    f"item {key}: the deltas add up to "
+                    f"{streamed[:60]!r}, .done says {final[:60]!r}",
+                )
+            target = self._item(key, position)
+            if target is not None and isinstance(final, str):
+                target["input" if kind.endswith("_input.done") else "arguments"] = final
+
+    def response(self, response: dict[str, Any], *, final: bool = True) -> None:
+        """A response object (from an event, or a whole non-streamed JSON answer)."""
+        if isinstance(response.get("id"), str):
+            self.response_id = response["id"]
+        if isinstance(response.get("status"), str):
+            self.status = response["status"]
+        output = response.get("output")
+        if final and isinstance(output, list) and output:
+            self._items = {n: item for n, item in enumerate(output) if isinstance(item, dict)}
+
+    def _item(self, key: str, position: Any) -> dict[str, Any] | None:
+        for item in self._items.values():
+            if item.get("id") == key:
+                return item
+        return self._items.get(position) if isinstance(position, int) else None
+
+    def _error(self, index: int, kind: str, detail: str) -> None:
+        self.errors.append({"event_index": index, "kind": kind, "detail": detail})
+
+    @property
+    def output_items(self) -> list[dict[str, Any]]:
+        items = [self._items[n] for n in sorted(self._items)]
+        for item in items:  # a call whose .done never came: what its deltas said
+            key = str(item.get("id"))
+            missing = item.get("type") == "function_call" and not item.get("arguments")
+            if missing and key in self._arguments:
+                item["arguments"] = "".join(self._arguments[key])
+        return items
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return client_calls(self.output_items)
+
+    def result(self) -> dict[str, Any]:
+        """`convtap decode --format json` for this protocol (a contract)."""
+        return {
+            "protocol": PROTOCOL,
+            "response_id": self.response_id,
+            "status": self.status,
+            "event_types": self.event_types,
+            "output_items": self.output_items,
+            "tool_calls": self.tool_calls(),
+            "errors": self.errors,
+        }
+
+
+def client_calls(items: list[Any]) -> list[dict[str, Any]]:
+    """The calls the client must execute: function and custom tool calls, and tool searches
+    whose `execution` is `client`."""
+    calls = []
+    for item in items:
+        if not isinstance(item, dict) or item.get("type") not in CLIENT_CALLS:
+            continue
+        if item["type"] == "tool_search_call" and item.get("execution") != "client":
+            continue
+        arguments = (
+            item.get("input") if item["type"] == "custom_tool_call" else item.get("arguments")
+        )
+        calls.append(
+            {
+                "type": item["type"],
+                "item_id": item.get("id"),
+                "call_id": item.get("call_id"),
+                "name": item.get("name"),
+                "execution": item.get("execution", "client"),
+                "arguments": arguments,
+            }
+        )
+    return calls
+
+
+def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
+    """Whole bodies: event streams, or a non-streamed JSON response object."""
+    decoder = ResponsesDecoder()
+    for body in bodies:
+        stripped = body.lstrip()
+        if stripped.startswith(b"{"):
+            try:
+                value = loads(stripped.decode("utf-8", "replace"))
+            except ValueError as exc:
+                decoder._error(decoder.event_count, "malformed-json", str(exc))
+                continue
+            if isinstance(value, dict):
+                decoder.response(value)
+            continue
+        parser = SSEParser()
+        for event in parser.feed(body):
+            decoder.feed(event)
+        parser.close()
+    return decoder
+
+
+def looks_like_responses(body: bytes) -> bool:
+    """True when a body is a Responses API stream or response (not f/conversation)."""
+    head = body[:4096]
+    return (
+        b"event: response." in head
+        or b'"type": "response.' in head
+        or (head.lstrip().startswith(b"{") and b'"object": "response"' in head)
+    )

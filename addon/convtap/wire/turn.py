@@ -1,0 +1,178 @@
+"""One turn: the f/conversation body, its resume legs and its WebSocket continuation.
+
+Each leg is framed on its own (an event cut at the end of one body is dropped, never joined to
+the next), while the delta state and the event count carry over (PROTOCOL.md "Resume"). The
+WebSocket leg starts a fresh delta state ("WebSocket handoff"). Tool calls are read off the
+decoded messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from convtap.wire.delta import DeltaDecoder, Update
+from convtap.wire.jsonvalue import loads
+from convtap.wire.sse import SSEEvent, SSEParser
+from convtap.wire.wsturn import TurnTopicAssembler
+
+PROTOCOL = "f-conversation"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """An assistant message addressed to a tool (PROTOCOL.md "Local tool calls")."""
+
+    call_id: str  # the message id: the stream carries no other
+    recipient: str
+    kind: str  # local | functions | builtin
+    tool: str
+    arguments: dict[str, Any] | None
+    arguments_text: str
+    complete: bool
+
+
+def tool_call(message: dict[str, Any]) -> ToolCall | None:
+    """The call a message makes, if it is an assistant message whose recipient is not `all`."""
+    recipient = message.get("recipient")
+    author = message.get("author")
+    if not isinstance(recipient, str) or recipient in ("", "all"):
+        return None
+    if not isinstance(author, dict) or author.get("role") != "assistant":
+        return None
+    kind, tool = "builtin", recipient
+    for prefix, name in (("local.", "local"), ("functions.", "functions")):
+        if recipient.startswith(prefix):
+            kind, tool = name, recipient[len(prefix) :]
+    text = message_text(message)
+    try:
+        parsed = loads(text)
+    except ValueError:
+        parsed = None
+    status = message.get("status")
+    return ToolCall(
+        call_id=message["id"],
+        recipient=recipient,
+        kind=kind,
+        tool=tool,
+        arguments=parsed if isinstance(parsed, dict) else None,
+        arguments_text=text,
+        complete=isinstance(status, str) and status != "in_progress",
+    )
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a message: `content.text` (code), else its string parts joined."""
+    content = message.get("content")
+    if not isinstance(content, dict):
+        return ""
+    if isinstance(content.get("text"), str):
+        return str(content["text"])
+    parts = content.get("parts")
+    if isinstance(parts, list):
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def tool_calls(messages: Iterable[dict[str, Any]]) -> list[ToolCall]:
+    return [call for m in messages if (call := tool_call(m)) is not None]
+
+
+def handoff_topic(events: Iterable[dict[str, Any]]) -> str | None:
+    """The WebSocket topic a `stream_handoff` event subscribes to, if any."""
+    for event in events:
+        if event.get("type") != "stream_handoff":
+            continue
+        options = event.get("options")
+        for option in options if isinstance(options, list) else ():
+            if isinstance(option, dict) and option.get("type") == "subscribe_ws_topic":
+                topic = option.get("topic_id")
+                if isinstance(topic, str):
+                    return topic
+    return None
+
+
+class TurnDecoder:
+    """Feed legs of one turn; read the decoded turn with `result()`."""
+
+    def __init__(self) -> None:
+        self.decoder = DeltaDecoder()
+        self.truncated = False
+        self.legs = 0
+        self._parser: SSEParser | None = None
+        self._ws: TurnTopicAssembler | None = None
+
+    def feed(
+        self, chunk: bytes, on_events: Callable[[bytes, list[SSEEvent]], object] | None = None
+    ) -> list[Update]:
+        """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
+        the events this chunk completed, with the SSE text they came in (the recorder keeps
+        them raw), before they are decoded."""
+        if self._parser is None:
+            self._parser = SSEParser()
+            self.legs += 1
+        events = self._parser.feed(chunk)
+        if on_events is not None and events:
+            on_events(self._parser.consumed, events)
+        updates: list[Update] = []
+        for event in events:
+            updates += self.decoder.feed(event)
+        return updates
+
+    def end_leg(self) -> None:
+        if self._parser is not None:
+            self.truncated = self._parser.close()
+            self._parser = None
+
+    def feed_ws_frame(self, frame: str | bytes) -> list[Update]:
+        """One WebSocket frame; the turn topic continues the turn as its last leg."""
+        if self._ws is None:
+            self.end_leg()
+            self._ws = TurnTopicAssembler(handoff_topic(self.decoder.events))
+            self.decoder.reset_state()  # PROTOCOL.md: decoded "with a fresh decoder"
+        errors_before = len(self._ws.errors)
+        updates = self.feed(self._ws.feed(frame).encode())
+        for detail in self._ws.errors[errors_before:]:
+            updates += self.decoder.record_error(-1, "ws-frame", detail)
+        return updates
+
+    def close(self) -> list[Update]:
+        updates: list[Update] = []
+        if self._ws is not None:
+            updates += self.feed(self._ws.close().encode())
+        self.end_leg()
+        return updates
+
+    def tool_calls(self) -> list[ToolCall]:
+        return tool_calls(self.decoder.messages.values())
+
+    def result(self) -> dict[str, Any]:
+        """The decoded turn, in `convtap decode --format json`'s shape (a contract)."""
+        d = self.decoder
+        return {
+            "protocol": PROTOCOL,
+            "encoding": d.encoding,
+            "conversation_id": d.conversation_id,
+            "done": d.done,
+            "stream_complete": d.stream_complete,
+            "truncated": self.truncated,
+            "event_count": d.event_count,
+            "messages": list(d.messages.values()),
+            "events": d.events,
+            "other_events": d.other_events,
+            "errors": [e._asdict() for e in d.errors],
+            "tool_calls": [asdict(c) for c in self.tool_calls()],
+        }
+
+
+def decode_turn(bodies: Sequence[bytes], ws_frames: Iterable[str] = ()) -> TurnDecoder:
+    """Decode whole bodies (the first, then its resume legs) and WebSocket frames."""
+    turn = TurnDecoder()
+    for body in bodies:
+        turn.feed(body)
+        turn.end_leg()
+    for frame in ws_frames:
+        turn.feed_ws_frame(frame)
+    turn.close()
+    return turn

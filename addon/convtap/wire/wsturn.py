@@ -1,0 +1,102 @@
+"""WebSocket frames in, the ordered SSE text of one turn topic out.
+
+PROTOCOL.md "WebSocket handoff": every frame is a JSON array of replies (whose catch-ups replay
+items already published) and messages. On a turn topic (`conversation-turn-<turn id>`) a message
+carries a stream item: a slice of SSE text, chained to the one before it by
+`parent_stream_item_id`. Items are deduplicated by `stream_item_id` and released in chain order as
+soon as their parent has been; heartbeats and other topics are ignored; `done` ends the turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convtap.wire.jsonvalue import loads
+
+TURN_TOPIC_PREFIX = "conversation-turn-"
+
+
+class TurnTopicAssembler:
+    """Reassembles one turn topic. With no topic given, the first turn topic seen is taken."""
+
+    def __init__(self, topic_id: str | None = None) -> None:
+        self.topic_id = topic_id
+        self.done = False
+        self.errors: list[str] = []  # frames that could not be read, with why
+        self.frame_count = 0
+        self._seen: set[str] = set()
+        self._waiting: dict[str | None, dict[str, Any]] = {}  # parent id -> item
+        self._offsets: dict[str, int] = {}
+        self._last: str | None = None  # the id of the last released item
+        self._started = False
+
+    def feed(self, frame: str | bytes) -> str:
+        """Take one frame's text; return the SSE text that is now in order (maybe "")."""
+        index = self.frame_count
+        self.frame_count += 1
+        try:
+            items = loads(frame if isinstance(frame, str) else frame.decode("utf-8", "replace"))
+        except ValueError as exc:
+            self.errors.append(f"frame {index}: not JSON: {exc}")
+            return ""
+        if not isinstance(items, list):
+            self.errors.append(f"frame {index}: not a JSON array")
+            return ""
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            reply = item.get("reply")
+            if isinstance(reply, dict):
+                catchups = reply.get("catchups")
+                for catchup in catchups if isinstance(catchups, list) else ():
+                    if isinstance(catchup, dict):
+                        self._message(catchup, reply.get("topic_id"))
+            elif item.get("type") == "message":
+                self._message(item, item.get("topic_id"))
+        return self._release()
+
+    def close(self) -> str:
+        """The frames have ended: release what still waits for a parent that never came, by
+        envelope offset (the offsets agree with the chain)."""
+        pending = sorted(self._waiting.values(), key=lambda it: self._offsets.get(it["id"], 0))
+        self._waiting.clear()
+        return "".join(it["text"] for it in pending)
+
+    def _message(self, message: dict[str, Any], topic: object) -> None:
+        topic = message.get("topic_id", topic)
+        if not isinstance(topic, str) or not topic.startswith(TURN_TOPIC_PREFIX):
+            return  # conversations, notifications, ...: no turn's business
+        if self.topic_id is None:
+            self.topic_id = topic
+        elif topic != self.topic_id:
+            return
+        payload = message.get("payload")
+        if not isinstance(payload, dict):
+            return
+        inner = payload.get("payload")
+        kinds = {payload.get("type"), inner.get("type") if isinstance(inner, dict) else None}
+        if "done" in kinds:
+            self.done = True
+            return
+        if not isinstance(inner, dict) or inner.get("type") != "stream-item":
+            return  # heartbeats and anything else
+        item_id, text = inner.get("stream_item_id"), inner.get("encoded_item")
+        if not isinstance(item_id, str) or not isinstance(text, str) or item_id in self._seen:
+            return
+        self._seen.add(item_id)
+        parent = inner.get("parent_stream_item_id")
+        offset = message.get("offset")
+        self._offsets[item_id] = offset if isinstance(offset, int) else len(self._offsets)
+        self._waiting[parent if isinstance(parent, str) and parent else None] = {
+            "id": item_id,
+            "text": text,
+        }
+
+    def _release(self) -> str:
+        out: list[str] = []
+        key = self._last if self._started else None
+        while (item := self._waiting.pop(key, None)) is not None:
+            out.append(item["text"])
+            key = self._last = item["id"]
+            self._started = True
+        return "".join(out)

@@ -1,0 +1,117 @@
+"""`convtap audit` and `convtap rules` as CI and people use them: formats and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import jsonschema
+import pytest
+from convtap.record.capture import import_into
+
+from tests.runner import convtap
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "captures" / "examples" / "rules"
+SARIF_SCHEMA = ROOT / "tests" / "fixtures" / "sarif-2.1.0-rtm.5.json"
+
+
+@pytest.fixture(scope="module")
+def faulty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture with an error (the recipient) and a warning (no prepare) on one return."""
+    db = tmp_path_factory.mktemp("audit") / "capture.db"
+    har = json.loads((RULES / "return-recipient" / "fail.har").read_text())
+    entries = har["log"]["entries"]
+    del entries[3]  # the prepare before the return: prepare-missing, a warning
+    path = db.with_suffix(".har")
+    path.write_text(json.dumps(har))
+    import_into(db, [path])
+    return db
+
+
+def test_json_has_the_contract_shape(faulty_db: Path) -> None:
+    proc = convtap("audit", "--db", str(faulty_db), "--format", "json")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["summary"] == {"calls": 1, "returns": 1,
+                              "findings": {"error": 1, "warning": 1, "info": 0}}  # fmt: skip
+    keys = {"rule", "severity", "message", "conversation_id", "call_id", "return_id", "flow_id",
+            "evidence"}  # fmt: skip
+    assert all(set(f) == keys for f in out["findings"])
+    (error,) = [f for f in out["findings"] if f["severity"] == "error"]
+    assert error["rule"] == "return-recipient"
+    assert error["call_id"] == "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"
+    assert error["return_id"] == "b65539dc-d45f-4b37-b735-a11ac75aafed"
+    assert error["evidence"] == {"expected": "all", "actual": "alefita_way"}
+    assert error["conversation_id"] and error["flow_id"]
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [((), 1), (("--fail-on", "never"), 0), (("--fail-on", "warning"), 1),
+     (("--rule", "prepare-missing"), 0), (("--rule", "prepare-missing", "--fail-on", "warning"), 1),
+     (("--rule", "no-such-rule"), 2), (("--format", "yaml"), 2)],
+)  # fmt: skip
+def test_exit_status(faulty_db: Path, args: tuple[str, ...], status: int) -> None:
+    assert convtap("audit", "--db", str(faulty_db), *args).returncode == status
+
+
+def test_rule_filter_keeps_only_those_rules(faulty_db: Path) -> None:
+    out = json.loads(convtap("audit", "--db", str(faulty_db), "--format", "json",
+                             "--rule", "prepare-missing").stdout)  # fmt: skip
+    assert [f["rule"] for f in out["findings"]] == ["prepare-missing"]
+
+
+def test_unreadable_database_exits_2(tmp_path: Path) -> None:
+    assert convtap("audit", "--db", str(tmp_path / "missing.db")).returncode == 2
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00" * 4096)
+    assert convtap("audit", "--db", str(junk)).returncode == 2
+
+
+def test_text_groups_by_conversation_and_call(faulty_db: Path) -> None:
+    out = convtap("audit", "--db", str(faulty_db)).stdout
+    assert "conversation " in out and "call b6d6e3a6" in out
+    assert "return-recipient" in out and 'expected "all", got "alefita_way"' in out
+    assert "1 calls, 1 returns audited: 1 error, 1 warning, 0 info" in out
+
+
+def test_junit_loads_and_fails_on_errors(faulty_db: Path) -> None:
+    root = ElementTree.fromstring(convtap("audit", "--db", str(faulty_db), "--format", "junit")
+                                  .stdout.encode())  # fmt: skip
+    assert root.tag == "testsuites" and root.get("failures") == "1"
+    failures = root.findall(".//failure")
+    assert [f.get("type") for f in failures] == ["return-recipient"]
+    assert len(root.findall("testsuite")) == 32
+
+
+def test_sarif_validates_against_the_2_1_0_schema(faulty_db: Path) -> None:
+    sarif = json.loads(convtap("audit", "--db", str(faulty_db), "--format", "sarif").stdout)
+    schema = json.loads(SARIF_SCHEMA.read_text())
+    jsonschema.validate(sarif, schema)
+    results = sarif["runs"][0]["results"]
+    assert sorted((r["ruleId"], r["level"]) for r in results) == [
+        ("prepare-missing", "warning"),
+        ("return-recipient", "error"),
+    ]
+    with pytest.raises(jsonschema.ValidationError):  # the schema does catch a broken log
+        jsonschema.validate({**sarif, "version": "9"}, schema)
+
+
+def test_github_annotations(faulty_db: Path) -> None:
+    lines = convtap("audit", "--db", str(faulty_db), "--format", "github").stdout.splitlines()
+    assert sorted(line.split("::")[1] for line in lines) == [
+        "error title=convtap return-recipient",
+        "warning title=convtap prepare-missing",
+    ]
+
+
+def test_rules_lists_and_explains() -> None:
+    listing = json.loads(convtap("rules", "--format", "json").stdout)
+    assert len(listing) == 32 and set(listing[0]) == {"id", "severity", "summary"}
+    text = convtap("rules", "return-recipient").stdout
+    assert text.startswith("return-recipient (error):") and "Seed:" in text and "Bad:" in text
+    one = json.loads(convtap("rules", "return-hidden", "--format", "json").stdout)
+    assert one["severity"] == "warning" and one["good"]
+    assert convtap("rules", "nope").returncode == 2

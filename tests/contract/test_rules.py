@@ -1,0 +1,76 @@
+"""The rule registry: every rule's failing and passing fixture, the seed's own return, the docs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from convtap.contract.registry import SEVERITIES, registry
+from convtap.record.capture import audit_capture, import_into
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "captures" / "examples" / "rules"
+PROTOCOL_RULES = [
+    "return-single-message", "return-author-role", "return-author-name", "return-recipient",
+    "return-channel", "return-content-type", "return-language", "return-body-json",
+    "return-call-id", "return-body-tool", "return-body-result", "return-parent", "return-status",
+    "return-end-turn", "return-weight", "return-hidden", "return-conversation", "return-id-fresh",
+    "call-unanswered", "return-duplicate", "return-orphan", "call-undeclared", "call-arguments",
+    "challenge-reused", "handoff-missing", "execution-target", "prepare-missing",
+    "responses-output-call-id", "responses-output-type", "responses-tool-search",
+    "responses-tools-valid", "responses-call-unanswered",
+]  # fmt: skip
+
+
+def audit_fixture(har: Path, tmp_path: Path) -> list[str]:
+    db = tmp_path / f"{har.parent.name}-{har.stem}.db"
+    import_into(db, [har])
+    return [f.rule for f in audit_capture(db).findings]
+
+
+def test_the_registry_holds_exactly_the_contract_rules() -> None:
+    rules = registry()
+    assert list(rules) == PROTOCOL_RULES
+    for rule in rules.values():
+        assert rule.severity in SEVERITIES
+        assert rule.summary and rule.explanation.strip() and rule.seed
+        json.loads(rule.bad)
+        json.loads(rule.good)
+    warnings = {r.id for r in rules.values() if r.severity == "warning"}
+    assert warnings == {
+        "return-hidden", "call-unanswered", "handoff-missing", "execution-target",
+        "prepare-missing", "responses-call-unanswered",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("rule_id", PROTOCOL_RULES)
+def test_every_rule_fires_on_its_failing_fixture_and_not_on_its_passing_one(
+    rule_id: str, tmp_path: Path
+) -> None:
+    folder = FIXTURES / rule_id
+    failing = audit_fixture(folder / "fail.har", tmp_path)
+    assert rule_id in failing
+    passing = audit_fixture(folder / "pass.har", tmp_path)
+    assert rule_id not in passing
+    assert passing == [], f"a passing fixture should be clean: {passing}"
+
+
+def test_the_seeds_own_return_record_passes_every_error_rule(tmp_path: Path) -> None:
+    """seed 000 §3's record, as printed (metadata {}), answering the §2 call."""
+    har = json.loads((FIXTURES / "return-hidden" / "fail.har").read_text())
+    seed_return = json.loads((ROOT / "captures" / "examples" / "seed" / "return_message.json")
+                             .read_text())  # fmt: skip
+    request = json.loads(har["log"]["entries"][4]["request"]["postData"]["text"])
+    assert request["messages"] == [seed_return]  # the fixture carries the seed's record as is
+    path = tmp_path / "seed.har"
+    path.write_text(json.dumps(har))
+    assert audit_fixture(path, tmp_path) == ["return-hidden"]  # a warning, no error
+
+
+def test_readme_documents_every_rule_as_the_registry_says() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| rule | severity | what must hold |", 1)[1].split("\n\n", 1)[0]
+    documented = dict(re.findall(r"^\| `([a-z-]+)` \| (error|warning|info) \|", table, re.M))
+    assert documented == {r.id: r.severity for r in registry().values()}

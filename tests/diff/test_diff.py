@@ -1,0 +1,136 @@
+"""Shapes and `convtap diff`: every check id, order independence, the JSON contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from convtap.diff.compare import CHECKS, LEVELS, capture_shapes, compare, drift
+from convtap.diff.shapes import Shapes, add
+
+from tests.runner import convtap
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "captures" / "examples" / "diff"
+OLDER, NEWER = EXAMPLES / "older.har", EXAMPLES / "newer.har"
+
+
+@pytest.fixture(scope="module")
+def older() -> Shapes:
+    return capture_shapes(OLDER)
+
+
+@pytest.fixture(scope="module")
+def newer() -> Shapes:
+    return capture_shapes(NEWER)
+
+
+def checks(changes: list) -> set[str]:  # type: ignore[type-arg]
+    return {c.check for c in changes}
+
+
+def test_a_capture_diffed_with_itself_has_no_changes(older: Shapes) -> None:
+    assert compare(older, older) == []
+
+
+def test_shapes_do_not_depend_on_the_order_of_flows(tmp_path: Path, older: Shapes) -> None:
+    har = json.loads(OLDER.read_text())
+    har["log"]["entries"].reverse()
+    reversed_har = tmp_path / "reversed.har"
+    reversed_har.write_text(json.dumps(har))
+    assert capture_shapes(reversed_har) == older
+
+
+def test_the_worked_example(older: Shapes, newer: Shapes) -> None:
+    changes = compare(older, newer)
+    assert checks(changes) == {
+        "op-added",
+        "type-changed",
+        "path-removed",
+        "enum-value-added",
+        "kind-added",
+        "path-added",
+        "enum-value-removed",
+    }
+    added = [c for c in changes if c.check == "enum-value-added"]
+    assert [(c.kind, c.path, c.example) for c in added] == [
+        ("event:message_marker", "marker", "first_visible_token")
+    ]
+    assert [c.kind for c in changes if c.check == "op-added"] == ["delta:merge"]
+    back = compare(newer, older)
+    assert {"op-removed", "kind-removed", "path-removed", "path-added"} <= checks(back)
+
+
+def test_became_optional_and_became_required() -> None:
+    always: Shapes = {}
+    sometimes: Shapes = {}
+    for n in range(3):
+        add(always, "event:x", {"type": "x", "extra": n}, float(n))
+        add(sometimes, "event:x", {"type": "x", **({"extra": n} if n else {})}, float(n))
+    assert [(c.check, c.path) for c in compare(always, sometimes)] == [("became-optional", "extra")]
+    assert [(c.check, c.path) for c in compare(sometimes, always)] == [("became-required", "extra")]
+
+
+def test_ids_and_free_text_are_never_enums() -> None:
+    a: Shapes = {}
+    b: Shapes = {}
+    add(a, "event:x", {"type": "x", "message_id": "m-1", "title": "Um", "status": "ok"}, 1.0)
+    add(b, "event:x", {"type": "x", "message_id": "m-2", "title": "Dois", "status": "done"}, 2.0)
+    assert [(c.check, c.path, c.example) for c in compare(a, b)] == [
+        ("enum-value-added", "status", "done"),
+        ("enum-value-removed", "status", "ok"),
+    ]
+
+
+def test_drift_against_the_models(newer: Shapes) -> None:
+    found = drift(newer)
+    assert {"unknown-op", "unknown-enum-value", "unknown-field"} <= checks(found)
+    assert [c.example for c in found if c.check == "unknown-enum-value"] == ["thoughts"]
+    shapes: Shapes = {}
+    add(shapes, "event:brand_new_event", {"type": "brand_new_event"}, 1.0)
+    add(shapes, "event:message_marker", {"type": "message_marker"}, 1.0)
+    assert [(c.check, c.kind) for c in drift(shapes)] == [
+        ("unknown-event-type", "event:brand_new_event")
+    ]
+
+
+def test_every_check_id_has_a_level_and_a_test() -> None:
+    source = Path(__file__).read_text()
+    for check, (level, why) in CHECKS.items():
+        assert level in LEVELS and why
+        assert f'"{check}"' in source, f"no test produces {check}"
+
+
+def test_json_contract_and_exit_status() -> None:
+    proc = convtap("diff", "--format", "json", str(OLDER), str(NEWER))
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["summary"] == {"breaking": 3, "non-breaking": 4, "info": 2}
+    assert all(
+        set(c) == {"check", "level", "kind", "path", "detail", "example"} for c in out["changes"]
+    )
+    assert convtap("diff", "--fail-on", "never", str(OLDER), str(NEWER)).returncode == 0
+    assert convtap("diff", "--fail-on", "any", str(OLDER), str(OLDER)).returncode == 0
+    assert convtap("diff", "--fail-on", "non-breaking", str(NEWER), str(OLDER)).returncode == 1
+    assert convtap("diff", str(OLDER)).returncode == 2
+    assert convtap("diff", str(OLDER), str(EXAMPLES / "missing.har")).returncode == 2
+
+
+def test_markdown_and_against_schemas_from_the_command_line() -> None:
+    proc = convtap("diff", "--format", "markdown", str(OLDER), str(NEWER))
+    assert "| breaking | `op-added` | `delta:merge` |" in proc.stdout
+    drifted = convtap("diff", "--against-schemas", "--format", "json", str(NEWER))
+    assert drifted.returncode == 1
+    assert {c["check"] for c in json.loads(drifted.stdout)["changes"]} >= {"unknown-op"}
+
+
+def test_readme_lists_every_check_with_its_level() -> None:
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    readme = readme.split("| check | level | why |", 1)[1].split("\n\n", 1)[0]
+    documented = dict(
+        re.findall(r"^\| `([a-z-]+)` \| (breaking|non-breaking|info) \|", readme, re.M)
+    )
+    assert documented == {check: level for check, (level, _) in CHECKS.items()}

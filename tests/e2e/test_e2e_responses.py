@@ -1,0 +1,155 @@
+"""The Responses API end to end: a real mitmdump with the addon, the mock's `/v1/responses`
+upstream, and the reference client's `run_responses` (a `function_call` and a client
+`tool_search_call`, answered with `previous_response_id`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convtap.mock.refclient import RefClient, ResponsesSummary, responses_request
+from convtap.mock.server import MockServer
+from convtap.wire.responses import decode_responses
+from convtap.wire.sse import SSEParser
+
+from tests.harness import Proxy, mitmdump
+
+RESPONSES = "/v1/responses"
+EXAMPLE = Path(__file__).resolve().parents[2] / "captures/examples/responses/function_call.sse"
+
+
+def event_types(body: bytes) -> list[str]:
+    parser = SSEParser()
+    types = [json.loads(event.data)["type"] for event in parser.feed(body)]
+    assert not parser.close()  # nothing cut off
+    return types
+
+
+def calls_rows(proxy: Proxy) -> list[tuple[Any, ...]]:
+    return proxy.rows(
+        "SELECT call_id, item_id, recipient, conversation_id, tool FROM tool_calls "
+        "WHERE protocol = 'responses' ORDER BY item_id"
+    )
+
+
+def expected_calls(summary: ResponsesSummary) -> list[tuple[Any, ...]]:
+    return sorted(
+        (c.call_id, c.item_id, c.type, summary.response_id, c.name or c.type) for c in summary.calls
+    )
+
+
+def assert_calls_recorded(proxy: Proxy, summary: ResponsesSummary) -> None:
+    assert proxy.rows("SELECT count(*) FROM flows WHERE kind = 'responses'") == [(2,)]
+    assert sorted(calls_rows(proxy)) == expected_calls(summary)
+
+
+# -- the mock on its own -----------------------------------------------------------------------
+
+
+def test_the_mock_streams_calls_shaped_like_the_example_with_fresh_ids() -> None:
+    with MockServer("plain", seed=3) as mock:
+        client = RefClient(mock.url, timeout=5)
+        first, raw = client.responses(responses_request())
+        again, _ = client.responses(responses_request(), path="/backend-api/codex/responses")
+        final, _ = client.responses(responses_request(stream=False))
+    assert event_types(raw) == event_types(EXAMPLE.read_bytes())
+    assert b"[DONE]" not in raw and first.status == "completed" and not first.errors
+    calls = first.tool_calls()
+    assert [(c["type"], c["name"]) for c in calls] == [
+        ("function_call", "get_weather"),
+        ("tool_search_call", None),
+    ]
+    prefixes = [("fc_", "call_"), ("tsc_", "call_")]
+    for call, (item, call_id) in zip(calls, prefixes, strict=True):
+        assert call["item_id"].startswith(item) and call["call_id"].startswith(call_id)
+    assert json.loads(calls[0]["arguments"]) == {"city": "São Paulo", "unit": "celsius"}
+    ids = {first.response_id, again.response_id, final.response_id}
+    assert len(ids) == 3 and all(i and i.startswith("resp_") for i in ids)
+    item_ids = {c["item_id"] for d in (first, again, final) for c in d.tool_calls()}
+    assert len(item_ids) == 6  # fresh per response
+    assert [c["type"] for c in final.tool_calls()] == ["function_call", "tool_search_call"]
+
+
+def test_the_mock_answers_outputs_whatever_their_call_id() -> None:
+    with MockServer("alefita_way") as mock:
+        summary = RefClient(mock.url, timeout=5).run_responses(faulty=True)
+        received = mock.received
+    assert "21 °C" in summary.text and summary.final_response_id != summary.response_id
+    assert [r["path"] for r in received] == [RESPONSES, RESPONSES]
+    assert [r["body"] for r in received] == list(summary.sent)
+    fc = summary.calls[0]
+    assert received[1]["body"]["input"][0]["call_id"] == fc.item_id  # the faulty answer
+    assert received[1]["body"]["previous_response_id"] == summary.response_id
+
+
+def test_the_mock_gzips_responses_streams() -> None:
+    with MockServer("plain", gzip=True) as mock:
+        summary = RefClient(mock.url, timeout=5).run_responses()
+        sent = mock.sent
+    assert "21 °C" in summary.text
+    assert [path for path, _ in sent] == [RESPONSES, RESPONSES]
+    assert decode_responses([summary.bodies[0]]).response_id == summary.response_id
+
+
+# -- through the proxy -------------------------------------------------------------------------
+
+
+def test_a_responses_session_is_recorded_and_paired(tmp_path: Path) -> None:
+    with (
+        MockServer("alefita_way", seed=7) as mock,
+        mitmdump(tmp_path, f"reverse:{mock.url}") as proxy,
+    ):
+        summary = RefClient(proxy.url).run_responses()
+        # the client got exactly the bytes the mock sent, for both streams
+        assert mock.sent == [(RESPONSES, body) for body in summary.bodies]
+        proxy.stop()
+    assert "21 °C" in summary.text
+    assert [c.type for c in summary.calls] == ["function_call", "tool_search_call"]
+    assert_calls_recorded(proxy, summary)
+    returns = proxy.rows(
+        "SELECT tool, body_call_id, call_id, conversation_id FROM tool_returns "
+        "WHERE protocol = 'responses' ORDER BY tool"
+    )
+    fc, ts = summary.calls
+    assert returns == [
+        ("function_call_output", fc.call_id, fc.call_id, summary.response_id),
+        ("tool_search_output", ts.call_id, ts.call_id, summary.response_id),
+    ]
+    assert proxy.rows("SELECT rule, call_id, message FROM findings") == []
+
+
+def test_an_output_naming_the_item_id_is_a_finding(tmp_path: Path) -> None:
+    with MockServer("alefita_way") as mock, mitmdump(tmp_path, f"reverse:{mock.url}") as proxy:
+        summary = RefClient(proxy.url).run_responses(faulty=True)
+        proxy.stop()
+    assert_calls_recorded(proxy, summary)
+    fc, ts = summary.calls
+    returns = proxy.rows(
+        "SELECT tool, body_call_id, call_id FROM tool_returns "
+        "WHERE protocol = 'responses' ORDER BY tool"
+    )
+    assert returns == [
+        ("function_call_output", fc.item_id, None),  # names no call: left unpaired
+        ("tool_search_output", ts.call_id, ts.call_id),
+    ]
+    findings = proxy.rows("SELECT rule, call_id FROM findings")
+    assert ("responses-output-call-id", fc.item_id) in findings
+    assert all(call_id != ts.call_id for _, call_id in findings)
+
+
+@pytest.mark.parametrize("path", [RESPONSES, "/backend-api/codex/responses"])
+def test_json_responses_record_the_same_calls(tmp_path: Path, path: str) -> None:
+    with MockServer("alefita_way") as mock, mitmdump(tmp_path, f"reverse:{mock.url}") as proxy:
+        summary = RefClient(proxy.url).run_responses(stream=False, path=path)
+        assert mock.sent == []  # no event stream: two JSON bodies
+        proxy.stop()
+    assert all(body.lstrip().startswith(b"{") for body in summary.bodies)
+    assert "21 °C" in summary.text
+    assert_calls_recorded(proxy, summary)
+    paired = proxy.rows(
+        "SELECT call_id FROM tool_returns WHERE protocol = 'responses' ORDER BY call_id"
+    )
+    assert paired == sorted((c.call_id,) for c in summary.calls)
+    assert proxy.rows("SELECT rule, call_id FROM findings") == []

@@ -1,0 +1,178 @@
+"""convtap.proxy.addon under mitmproxy's own test harness: the tap, decompression, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+from typing import Any
+
+import brotli
+import pytest
+from convtap.proxy.addon import ConvtapAddon
+from convtap.proxy.tap import decompressor
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mitmproxy import http
+from mitmproxy.test import taddons, tflow, tutils
+
+from tests.seeds import CALL_ID, SSE, tool_return, user_turn
+
+BODY = (SSE / "alefita_way_call.sse").read_bytes()
+
+
+def conversation_flow(body: dict[str, Any], encoding: str | None = None) -> http.HTTPFlow:
+    headers = http.Headers(content_type="text/event-stream")
+    if encoding:
+        headers["content-encoding"] = encoding
+    return tflow.tflow(
+        req=tutils.treq(method=b"POST", path=b"/backend-api/f/conversation",
+                        content=json.dumps(body).encode()),
+        resp=tutils.tresp(headers=headers, content=None),
+    )  # fmt: skip
+
+
+def stream(addon: ConvtapAddon, flow: http.HTTPFlow, body: bytes, size: int) -> bytes:
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response is not None and callable(flow.response.stream)
+    tap = flow.response.stream
+    out = b"".join(tap(body[i : i + size]) for i in range(0, len(body), size))  # type: ignore[misc]
+    assert tap(b"") == b""
+    addon.response(flow)
+    return out
+
+
+def query(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("size", [1, 7, 100, 1 << 16])
+def test_tap_returns_every_byte_and_records_the_call(tmp_path: Path, size: int) -> None:
+    addon = ConvtapAddon()
+    db = tmp_path / "t.db"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+        assert stream(addon, conversation_flow(user_turn()), BODY, size) == BODY
+        addon.done()
+    assert query(db, "SELECT call_id, complete FROM tool_calls") == [(CALL_ID, 1)]
+    assert query(db, "SELECT sum(count) FROM events")[0][0] == 25  # [DONE] is kept raw too
+    assert query(db, "SELECT done, stream_complete, truncated FROM turns") == [(1, 1, 0)]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "deflate", "zstd", "gzip, br"])
+def test_compressed_streams_are_decoded_for_the_recorder_only(
+    tmp_path: Path, encoding: str
+) -> None:
+    body = BODY
+    for step in [e.strip() for e in encoding.split(",")]:
+        body = compress(step, body)
+    addon = ConvtapAddon()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(tmp_path / "t.db"), convtap_echo="off")
+        assert stream(addon, conversation_flow(user_turn(), encoding), body, 5) == body
+        addon.done()
+    assert query(tmp_path / "t.db", "SELECT call_id FROM tool_calls") == [(CALL_ID,)]
+
+
+def compress(encoding: str, data: bytes) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data)
+    if encoding == "br":
+        return bytes(brotli.compress(data))
+    if encoding == "deflate":
+        return zlib.compress(data)
+    import importlib
+
+    try:  # mitmproxy 12 brings backports.zstd, 11 zstandard
+        module: Any = importlib.import_module("backports.zstd")
+        return bytes(module.compress(data))
+    except ImportError:
+        module = importlib.import_module("zstandard")
+        return bytes(module.ZstdCompressor().compress(data))
+
+
+def test_raw_deflate_is_recognised() -> None:
+    packer = zlib.compressobj(wbits=-15)
+    data = packer.compress(BODY) + packer.flush()
+    inflate = decompressor("deflate")
+    assert b"".join(inflate(data[i : i + 3]) for i in range(0, len(data), 3)) == BODY
+
+
+def test_empty_chunks_mid_stream_and_a_client_abort(tmp_path: Path) -> None:
+    addon = ConvtapAddon()
+    db = tmp_path / "t.db"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+        flow = conversation_flow(user_turn())
+        addon.request(flow)
+        addon.responseheaders(flow)
+        tap = flow.response.stream  # type: ignore[union-attr]
+        half = len(BODY) // 2
+        assert tap(BODY[:half]) == BODY[:half]  # type: ignore[operator]
+        assert tap(b"") == b""  # HTTP/2 sends empty DATA frames mid-stream  # type: ignore[operator]
+        flow.error = tflow.terr("Client disconnected.")
+        addon.error(flow)
+        addon.done()
+    assert query(db, "SELECT outcome FROM flows") == [("Client disconnected.",)]
+    assert query(db, "SELECT truncated, done FROM turns") == [(1, 0)]
+
+
+def test_a_failure_in_our_code_never_breaks_the_stream(tmp_path: Path) -> None:
+    addon = ConvtapAddon()
+    db = tmp_path / "t.db"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+        flow = conversation_flow(user_turn(), "gzip")
+        addon.request(flow)
+        addon.responseheaders(flow)
+        tap = flow.response.stream  # type: ignore[union-attr]
+        garbage = b"this is not gzip at all"
+        assert tap(garbage) == garbage  # type: ignore[operator]
+        assert tap(b"more") == b"more"  # type: ignore[operator]
+        addon.response(flow)
+        addon.done()
+    (failure,) = query(db, "SELECT failure FROM flows")[0]
+    assert "error" in failure.lower()
+
+
+def test_returns_pair_with_calls_and_other_traffic_is_ignored(tmp_path: Path) -> None:
+    addon = ConvtapAddon()
+    db = tmp_path / "t.db"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+        stream(addon, conversation_flow(user_turn()), BODY, 64)
+        continuation = (SSE / "alefita_way_continuation.sse").read_bytes()
+        stream(addon, conversation_flow(tool_return()), continuation, 64)
+        other = tflow.tflow(req=tutils.treq(path=b"/backend-api/me"), resp=True)
+        asyncio.run(tctx.cycle(addon, other))
+        addon.done()
+    assert query(db, "SELECT call_id FROM tool_returns") == [(CALL_ID,)]
+    assert query(db, "SELECT answered, accepted, continued FROM call_ledger") == [(1, 1, 1)]
+    assert query(db, "SELECT count(*) FROM flows") == [(2,)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=8), st.binary(max_size=300))
+def test_garbage_bodies_never_raise(
+    tmp_path_factory: Any, chunks: list[bytes], request: bytes
+) -> None:
+    addon = ConvtapAddon()
+    db = tmp_path_factory.mktemp("g") / "t.db"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
+        flow = tflow.tflow(
+            req=tutils.treq(method=b"POST", path=b"/backend-api/f/conversation", content=request),
+            resp=tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None),
+        )  # fmt: skip
+        addon.request(flow)
+        addon.responseheaders(flow)
+        tap = flow.response.stream  # type: ignore[union-attr]
+        assert [tap(c) for c in chunks] == chunks  # type: ignore[operator]
+        addon.response(flow)
+        addon.done()
+    assert query(db, "SELECT failure FROM flows") == [(None,)]  # the recorder took it all

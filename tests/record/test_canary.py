@@ -1,0 +1,120 @@
+"""A session carrying every secret kind of PROTOCOL.md leaves none of them in clear anywhere in
+the database file (or its WAL)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from convtap.proxy.addon import ConvtapAddon
+from convtap.record.worker import LocalRecorder
+from mitmproxy import http
+from mitmproxy.test import taddons, tflow, tutils
+from mitmproxy.websocket import WebSocketMessage
+from wsproto.frame_protocol import Opcode
+
+from tests.seeds import SSE, tool_return, user_turn
+
+SECRETS = {
+    "authorization": "Bearer eyCANARYauthorizationTOKEN0001",
+    "cookie": "__Secure-next-auth.session-token=CANARYcookie0002",
+    "conduit": "CANARYconduitTOKEN0003",
+    "sentinel_header": "gAAAAACANARYsentinelHEADER0004",
+    "proof_header": "gAAAAACANARYproofHEADER0005",
+    "sentinel_token": "gAAAAACANARYsentinelBODY0006",
+    "proof_seed": "CANARYproofSEED0007",
+    "turnstile": "CANARYturnstileDX0008",
+    "prepare_token": "CANARYprepareTOKEN0009",
+    "resume_token": "CANARYresumeTOKEN0010",
+    "challenge": "CANARYattestCHALLENGE0011",
+    "verify": "CANARYwsVERIFY0012",
+}
+
+
+def request(path: str, body: object, method: bytes = b"POST", **headers: str) -> http.Request:
+    req = tutils.treq(method=method, path=path.encode(), content=json.dumps(body).encode())
+    req.headers["authorization"] = SECRETS["authorization"]
+    req.headers["cookie"] = SECRETS["cookie"]
+    for name, value in headers.items():
+        req.headers[name.replace("_", "-")] = value
+    return req
+
+
+def json_response(body: object) -> http.Response:
+    return tutils.tresp(headers=http.Headers(content_type="application/json"),
+                        content=json.dumps(body).encode())  # fmt: skip
+
+
+def sse_response() -> http.Response:
+    body = (SSE / "alefita_way_call.sse").read_text()
+    body = body.replace(
+        "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LWNvbmR1aXQtdG9rZW4.x1y2z3", SECRETS["resume_token"]
+    )
+    return tutils.tresp(
+        headers=http.Headers(content_type="text/event-stream"), content=body.encode()
+    )
+
+
+def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
+    addon = ConvtapAddon()
+    db = tmp_path / "canary.db"
+    turn = user_turn()
+    turn["app_attest_challenge"] = SECRETS["challenge"]
+    ret = tool_return()
+    ret["app_attest_challenge"] = SECRETS["challenge"]  # reused, as a buggy client would
+    sentinel = {
+        "token": SECRETS["sentinel_token"],
+        "prepare_token": SECRETS["prepare_token"],
+        "proofofwork": {"required": True, "seed": SECRETS["proof_seed"], "difficulty": "0fffff"},
+        "turnstile": {"required": True, "dx": SECRETS["turnstile"]},
+    }
+    api = "/backend-api/"
+    headers = {
+        "openai_sentinel_chat_requirements_token": SECRETS["sentinel_header"],
+        "openai_sentinel_proof_token": SECRETS["proof_header"],
+        "x_conduit_token": SECRETS["conduit"],
+    }
+    prepare = {"action": "next", "client_prepare_state": "sent"}
+    flows = [
+        tflow.tflow(
+            req=request(api + "sentinel/chat-requirements/prepare", {"p": SECRETS["proof_header"]}),
+            resp=json_response(sentinel),
+        ),
+        tflow.tflow(
+            req=request(api + "f/conversation/prepare", prepare),
+            resp=json_response({"status": "ok", "conduit_token": SECRETS["conduit"]}),
+        ),
+        tflow.tflow(req=request(api + "f/conversation", turn, **headers), resp=sse_response()),
+        tflow.tflow(
+            req=request(
+                api + "f/conversation/resume",
+                {"conversation_id": "c", "offset": 3},
+                x_conduit_token=SECRETS["conduit"],
+            ),
+            resp=sse_response(),
+        ),
+        tflow.tflow(req=request(api + "f/conversation", ret), resp=sse_response()),
+    ]
+    ws = tflow.twebsocketflow()
+    ws.request.path = f"/backend-api/ws/user/user-1?verify={SECRETS['verify']}"
+    ws.websocket.messages = [  # type: ignore[union-attr]
+        WebSocketMessage(Opcode.TEXT, False, json.dumps([{"type": "message", "topic_id": "x",
+                         "payload": {"token": SECRETS["resume_token"]}}]).encode()),
+    ]  # fmt: skip
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
+        for flow in [*flows, ws]:
+            asyncio.run(tctx.cycle(addon, flow))
+        # everything above is in, and the WAL still holds it: look before the final checkpoint
+        assert isinstance(addon.backend, LocalRecorder)
+        addon.backend.writer.flush()
+        files = [db, db.with_name(db.name + "-wal")]
+        raw = b"".join(p.read_bytes() for p in files if p.exists())
+        assert b"<redacted:" in raw and b"ws:server" in raw
+        leaked = [name for name, secret in SECRETS.items() if secret.encode() in raw]
+        assert leaked == []
+        addon.done()
+    raw = db.read_bytes()
+    assert [name for name, secret in SECRETS.items() if secret.encode() in raw] == []
+    assert oct(db.stat().st_mode & 0o777) == "0o600"

@@ -1,0 +1,41 @@
+"""convtap.record.recorder fed events directly: what each event makes of the rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convtap.record.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
+from convtap.record.recorder import Recorder
+from convtap.record.redact import Redactor
+
+from tests.seeds import SSE
+
+STREAM = (("content-type", "text/event-stream"),)
+RESUME = "/backend-api/f/conversation/resume"
+
+
+class Rows:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, dict[str, Any]]] = []
+
+    def put(self, kind: str, table: str, row: dict[str, Any]) -> None:
+        self.rows.append((kind, table, row))
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        return [row for _, table, row in self.rows if table == name]
+
+
+def test_a_resume_leg_of_an_unseen_turn_is_kept_as_a_turn_of_its_own() -> None:
+    sink = Rows()
+    recorder = Recorder(sink, Redactor(b"k"))
+    body = (SSE / "resume_cut.resume.sse").read_bytes()
+    request = b'{"conversation_id": "c-1", "offset": 12}'
+    recorder.handle(RequestSeen("leg", "POST", "https://x" + RESUME, "x", RESUME, (), request, 1.0))
+    recorder.handle(ResponseStarted("leg", 200, STREAM))
+    recorder.handle(BodyChunk("leg", body, 2.0))
+    recorder.handle(ResponseEnded("leg", 200, STREAM, None, "complete", 3.0))
+    recorder.close()
+    assert sink.table("events"), "the leg's raw events are kept"
+    turns = {row["id"]: row for row in sink.table("turns")}
+    assert turns["leg"]["legs"] == 1 and turns["leg"]["event_count"] > 0
+    assert [f["outcome"] for f in sink.table("flows") if "outcome" in f] == ["complete"]

@@ -1,0 +1,119 @@
+"""convtap.wire.sse: WHATWG framing under any chunking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from convtap.wire.sse import SSEEvent, SSEParser
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "captures" / "examples" / "sse"
+
+
+def parse(chunks: list[bytes]) -> tuple[list[SSEEvent], bool]:
+    parser = SSEParser()
+    events = [event for chunk in chunks for event in parser.feed(chunk)]
+    return events, parser.close()
+
+
+def whole(body: bytes) -> tuple[list[SSEEvent], bool]:
+    return parse([body])
+
+
+def test_fields_comments_and_multiline_data() -> None:
+    body = (
+        b": ping - 2026-08-27\n"
+        b'event: delta\ndata: {"v": 1}\n\n'
+        b"data: line one\ndata:line two\ndata:  two spaces\nid: 7\nretry: 10\nbogus: x\n\n"
+        b"data\n\n"  # a lone empty data line: empty data, not dispatched
+        b"event: ignored\n\n"  # no data: not dispatched, and the type does not leak
+        b"data: after\n\n"
+    )
+    events, truncated = whole(body)
+    assert events == [
+        SSEEvent("delta", '{"v": 1}'),
+        SSEEvent("message", "line one\nline two\n two spaces"),
+        SSEEvent("message", "after"),
+    ]
+    assert truncated is False
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_every_line_ending(eol: bytes) -> None:
+    body = eol.join([b"event: delta", b"data: a", b"", b"data: b", b"", b""])
+    assert whole(body) == ([SSEEvent("delta", "a"), SSEEvent("message", "b")], False)
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_end() -> None:
+    events, _ = parse([b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"])
+    assert events == [SSEEvent("message", "a"), SSEEvent("message", "b")]
+
+
+def test_cr_at_chunk_end_dispatches_at_once() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: a\r\r") == [SSEEvent("message", "a")]
+
+
+def test_unicode_line_separators_are_text() -> None:
+    text = "a\u2028b\u2029c\u0085d"
+    events, _ = whole(f"data: {text}\n\n".encode())
+    assert events == [SSEEvent("message", text)]
+
+
+def test_utf8_split_inside_a_sequence() -> None:
+    body = "data: olá 🌿\n\n".encode()
+    for cut in range(len(body) + 1):
+        assert parse([body[:cut], body[cut:]])[0] == [SSEEvent("message", "olá 🌿")]
+
+
+def test_bom_is_stripped_even_when_split() -> None:
+    body = b"\xef\xbb\xbfdata: x\n\n"
+    assert parse([body[:1], body[1:2], body[2:]])[0] == [SSEEvent("message", "x")]
+    assert whole(b"data: \xef\xbb\xbfx\n\n")[0] == [SSEEvent("message", "\ufeffx")]
+
+
+def test_unfinished_trailing_event_is_truncated_not_dispatched() -> None:
+    assert whole(b"data: a\n\ndata: b\n") == ([SSEEvent("message", "a")], True)
+    assert whole(b'data: a\n\ndata: {"v": "hal') == ([SSEEvent("message", "a")], True)
+    assert whole(b"data: a\n\n: ping\n") == ([SSEEvent("message", "a")], False)
+    assert whole(b"") == ([], False)
+
+
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    assert whole(b"data: \xff\xfe\n\n")[0] == [SSEEvent("message", "\ufffd\ufffd")]
+
+
+def test_feed_after_close_is_misuse() -> None:
+    parser = SSEParser()
+    parser.close()
+    with pytest.raises(RuntimeError):
+        parser.feed(b"data: x\n\n")
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.sse")), ids=lambda p: p.name)
+def test_every_split_and_byte_at_a_time_match_whole(path: Path) -> None:
+    body = path.read_bytes()
+    expected = whole(body)
+    assert expected[0], "an example with no events proves nothing"
+    for cut in range(len(body) + 1):
+        assert parse([body[:cut], body[cut:]]) == expected
+    assert parse([body[i : i + 1] for i in range(len(body))]) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_hypothesis_chunkings_match_whole(data: st.DataObject) -> None:
+    path = data.draw(st.sampled_from(sorted(EXAMPLES.glob("*.sse"))))
+    body = path.read_bytes()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=40)))
+    chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    assert parse(chunks) == whole(body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=64), max_size=20))
+def test_garbage_never_raises(chunks: list[bytes]) -> None:
+    events, truncated = parse(chunks)
+    assert parse([b"".join(chunks)]) == (events, truncated)
