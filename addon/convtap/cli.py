@@ -249,6 +249,13 @@ def record(
     """
     from mitmproxy.tools.main import mitmdump
 
+    from convtap.proxy.addon import FAILURES
+    from convtap.record.store import StoreError, check_database
+
+    try:
+        check_database(db)
+    except StoreError as exc:
+        fail(str(exc))
     if no_redact:
         click.echo("convtap: --no-redact: secrets will be stored in clear", err=True)
     args = ["--mode", mode, "--listen-host", listen_host, "--listen-port", str(listen_port),
@@ -259,6 +266,9 @@ def record(
     for setting in settings:
         args += ["--set", setting]
     mitmdump(args)
+    if FAILURES:
+        click.echo(f"convtap: {FAILURES[0]}", err=True)
+        sys.exit(1)
 
 
 @main.command("import")
@@ -283,7 +293,6 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
       convtap import flows.mitm body.sse
     """
     from convtap.record.capture import import_into
-    from convtap.record.readers import CaptureError
     from convtap.record.store import StoreError
 
     for path in files:
@@ -292,11 +301,17 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
     try:
         total = sum(p.stat().st_size for p in files)
         with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
-            imported, skipped = import_into(db, list(files), redact=not no_redact,
-                                            progress=bar.update)  # fmt: skip
-    except (CaptureError, StoreError) as exc:
+            results = import_into(db, list(files), redact=not no_redact, progress=bar.update)
+    except StoreError as exc:
         fail(str(exc))
-    click.echo(f"imported {imported} flows into {db} ({skipped} already there)")
+    for result in results:
+        if result.error:
+            click.echo(f"convtap: {result.error}", err=True)
+        else:
+            click.echo(f"imported {result.imported} flows from {result.path} into {db} "
+                       f"({result.skipped} already there)")  # fmt: skip
+    if any(result.error for result in results):
+        sys.exit(2)
 
 
 @main.command()
@@ -413,6 +428,8 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
     output = render(result, fmt, str(db))
     if output:
         click.echo(output)
+    if not result.stored:
+        click.echo(f"convtap: {db} is read-only: the findings were not stored in it", err=True)
     if fail_on != "never":
         worst = SEVERITIES.index(fail_on)
         if any(SEVERITIES.index(f.severity) <= worst for f in result.findings):

@@ -66,6 +66,7 @@ class AuditResult:
     calls: int
     returns: int
     findings: list[Finding]
+    stored: bool = True  # the findings went into the capture's findings table
 
     def summary(self) -> dict[str, Any]:
         counts = {severity: 0 for severity in SEVERITIES}
@@ -81,6 +82,13 @@ class AuditResult:
 def audit(timeline: Iterable[Happening]) -> tuple[list[Finding], int]:
     """Every finding of a session, and how many returns and outputs were checked."""
     auditor = Auditor()
+    findings = replay(auditor, timeline)
+    findings += auditor.finish()
+    return findings, auditor.answers
+
+
+def replay(auditor: Auditor, timeline: Iterable[Happening]) -> list[Finding]:
+    """Feed a session to an auditor (which then knows it); the findings on the way."""
     findings: list[Finding] = []
     for item in timeline:
         match item:
@@ -96,5 +104,4 @@ def audit(timeline: Iterable[Happening]) -> tuple[list[Finding], int]:
                 findings += auditor.responses.request(flow_id, body, at)
             case MessageShown(conversation_id, message_id):
                 auditor.seen(conversation_id, [message_id])
-    findings += auditor.finish()
-    return findings, auditor.answers
+    return findings

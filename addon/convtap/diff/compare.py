@@ -15,7 +15,7 @@ from typing import Any
 from convtap.diff.shapes import KindShape, Shapes, add, message_kind, pointer_pattern
 from convtap.models.export import export_schemas
 from convtap.record.capture import as_database
-from convtap.record.store import connect, iter_shape_rows
+from convtap.record.store import iter_shape_rows, open_readonly
 from convtap.wire.delta import OPS
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
@@ -109,7 +109,7 @@ def capture_shapes(path: Path) -> Shapes:
 
 
 def database_shapes(path: Path) -> Shapes:
-    db = connect(path, create=False)
+    db = open_readonly(path)
     shapes: Shapes = {}
     flow: str | None = None
     state = _FlowState()

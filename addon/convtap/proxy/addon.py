@@ -8,6 +8,7 @@ callable is sync, never raises and returns its input unchanged; finishing happen
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -16,6 +17,7 @@ from typing import Protocol
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
+from mitmproxy.exceptions import OptionsError
 
 from convtap.proxy.tap import Tap
 from convtap.record.events import (
@@ -26,12 +28,16 @@ from convtap.record.events import (
     WebSocketMessage,
 )
 from convtap.record.flows import headers_of, request_seen, response_events
+from convtap.record.journal import JournalError
 from convtap.record.recorder import STREAMED_KINDS
-from convtap.record.store import DEFAULT_DB
-from convtap.record.worker import LocalRecorder, RecorderClient
+from convtap.record.store import DEFAULT_DB, StoreError, check_database
+from convtap.record.worker import JournalBackend, LocalRecorder
 from convtap.wire.session import endpoint_kind
 
 log = logging.getLogger("convtap")
+# Why recording stopped, in this process (`convtap record` exits non-zero when it did).
+FAILURES: list[str] = []
+LAG_REPORT = 64_000_000  # bytes of journal behind which the lag is reported (then at each 2x)
 
 
 class Backend(Protocol):
@@ -42,6 +48,8 @@ class Backend(Protocol):
 class ConvtapAddon:
     def __init__(self) -> None:
         self.backend: Backend | None = None  # opened by configure() (or open(), embedded)
+        self.failed: str | None = None  # why recording stopped, if it did
+        self._watch: asyncio.Task[None] | None = None
         self.kinds: dict[str, str] = {}  # flow id -> endpoint kind, for the flows we record
         self.tapped: set[str] = set()
         self.ws_trim = False
@@ -71,21 +79,53 @@ class ConvtapAddon:
         options = {"convtap_db", "convtap_redact", "convtap_echo", "convtap_worker"}
         if self.backend is None or updated & options:
             o = ctx.options
-            self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
+            try:
+                check_database(o.convtap_db)
+                self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
+            except (StoreError, JournalError) as exc:
+                raise OptionsError(f"convtap_db: {exc}") from None
 
     def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = False) -> None:
-        """Start recording into `db`: in a recorder process, or in this one (tests)."""
+        """Start recording into `db`: through the journal and a recorder process, or in this
+        process (tests)."""
         self.done()
         if not redact:
             log.warning("convtap: redaction is OFF: secrets are stored in clear in %s", db)
-        self.backend = (RecorderClient if worker else LocalRecorder)(db, redact=redact, echo=echo)
+        self.backend = (JournalBackend if worker else LocalRecorder)(db, redact=redact, echo=echo)
 
     def running(self) -> None:
         if ctx.options.convtap_echo == "stdout":
             print(banner(), flush=True)
+        if isinstance(self.backend, JournalBackend):
+            self._watch = asyncio.get_running_loop().create_task(self.watch(self.backend))
+
+    async def watch(self, backend: JournalBackend) -> None:
+        """Say loudly when recording stops, and how far behind the recorder is when it lags."""
+        said = LAG_REPORT
+        while True:
+            await asyncio.sleep(1)
+            if backend.error is not None:
+                self.failed = backend.error
+                FAILURES.append(backend.error)
+                log.error("convtap: %s", backend.error)
+                if backend.process.poll() is not None:  # nothing records: stop, say so
+                    ctx.master.shutdown()
+                return
+            lag = backend.lag()
+            if lag >= said:
+                log.warning("convtap: the recorder is %.0f MB behind (kept on disk in %s)",
+                            lag / 1e6, backend.journal.directory)  # fmt: skip
+                said = lag * 2
+            elif lag < LAG_REPORT:
+                said = LAG_REPORT
 
     def done(self) -> None:
-        if self.backend is not None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if isinstance(self.backend, JournalBackend):
+            self.backend.close(progress=lambda line: log.warning("convtap: %s", line))
+        elif self.backend is not None:
             self.backend.close()
         self.backend = None
 

@@ -3,20 +3,39 @@ one, audit it, list its call ledger. Each is one call for the CLI."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from convtap.contract.audit import AuditResult, audit
 from convtap.contract.registry import Finding
-from convtap.record.readers import DATABASES, import_files
-from convtap.record.store import audit_timeline, call_ledger, connect, count_calls, replace_findings
+from convtap.record.readers import DATABASES, CaptureError, import_file
+from convtap.record.store import (
+    audit_timeline,
+    call_ledger,
+    connect,
+    count_calls,
+    flow_ids,
+    open_readonly,
+    replace_findings,
+)
 from convtap.record.worker import LocalRecorder
 from convtap.wire.jsonvalue import dumps
+
+
+@dataclass
+class FileImport:
+    """What importing one file did: flows imported and already there, or why it failed."""
+
+    path: Path
+    imported: int = 0
+    skipped: int = 0
+    error: str | None = None
 
 
 def import_into(
@@ -25,13 +44,27 @@ def import_into(
     *,
     redact: bool = True,
     progress: Callable[[int], None] | None = None,
-) -> tuple[int, int]:
-    """Import files into `db` (created when new). Returns (imported, skipped)."""
+) -> list[FileImport]:
+    """Import files into `db`, each committed on its own. A new database into which nothing
+    could be imported is removed again."""
+    new = not db.exists()
     local = LocalRecorder(str(db), redact=redact)
+    results: list[FileImport] = []
     try:
-        return import_files(paths, local, progress)
+        seen = flow_ids(db)
+        for path in paths:
+            try:
+                imported, skipped = import_file(path, local, seen, progress)
+            except CaptureError as exc:
+                results.append(FileImport(path, error=str(exc)))
+            else:
+                results.append(FileImport(path, imported, skipped))
     finally:
         local.close()
+    if new and not any(r.imported for r in results):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return results
 
 
 @contextmanager
@@ -43,23 +76,28 @@ def as_database(path: Path) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="convtap-") as tmp:
         db = Path(tmp) / "capture.db"
-        import_into(db, [path])
+        failed = [r.error for r in import_into(db, [path]) if r.error]
+        if failed:
+            raise CaptureError(failed[0])
         yield db
 
 
 def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
-    """Audit a capture from scratch; its findings table is replaced by what this finds."""
-    db = connect(path, create=False)
+    """Audit a capture from scratch; its findings table is replaced by what this finds (unless
+    the file is read-only: then nothing in it changes, and the result says so)."""
+    stored = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    db = connect(path, create=False) if stored else open_readonly(path)
     try:
         findings, answers = audit(audit_timeline(db))
-        now = time.time()
-        replace_findings(db, [finding_row(f, now) for f in findings])
+        if stored:
+            now = time.time()
+            replace_findings(db, [finding_row(f, now) for f in findings])
         calls = count_calls(db)
     finally:
         db.conn.close()
     if rules is not None:
         findings = [f for f in findings if f.rule in rules]
-    return AuditResult(calls, answers, findings)
+    return AuditResult(calls, answers, findings, stored)
 
 
 def finding_row(finding: Finding, at: float) -> dict[str, Any]:
@@ -71,7 +109,7 @@ def finding_row(finding: Finding, at: float) -> dict[str, Any]:
 
 def ledger(path: Path) -> list[dict[str, Any]]:
     """The call ledger: one row per call, with its return and what became of it."""
-    db = connect(path, create=False)
+    db = open_readonly(path)
     try:
         rows = call_ledger(db)
     finally:

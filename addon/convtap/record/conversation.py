@@ -72,7 +72,7 @@ class ConversationSide:
             target = request.parent_message_id or ret.call_id or "?"
             answers = self.known_calls.get(target) or self.known_calls.get(ret.call_id or "")
             paired = f"answers {answers} call {target}" if answers else "answers no recorded call"
-            self.out.echo(f"return  {ret.tool or '?'}  {ret.message_id or '-'}  {paired}")
+            self.out.say(f"return  {ret.tool or '?'}  {ret.message_id or '-'}  {paired}")
         self.persist(turn, at)
         return turn
 
@@ -182,7 +182,7 @@ class ConversationSide:
         })  # fmt: skip
         if call.complete and call.call_id not in self.echoed:
             self.echoed.add(call.call_id)
-            self.out.echo(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
+            self.out.say(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
             self.out.report(self.out.auditor.call(Call(
                 call.call_id, call.recipient, call.kind, call.tool, call.arguments,
                 call.arguments_text, conversation_id, turn.id, at,

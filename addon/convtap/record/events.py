@@ -2,7 +2,7 @@
 
 The proxy makes them from mitmproxy's hooks (live), the readers from files (offline), and the
 replay from a capture database; `Recorder.handle` consumes them, in this process or across the
-process boundary (they pickle). The type checker sees both sides.
+process boundary (through the journal). The type checker sees both sides.
 """
 
 from __future__ import annotations
@@ -73,14 +73,6 @@ class WebSocketEnded:
 
 
 @dataclass(frozen=True, slots=True)
-class BytesLost:
-    """Bytes of a flow's body that never reached the recorder."""
-
-    flow_id: str
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
 class OwnFailure:
     """convtap's own code failed on a flow (the traffic went on)."""
 
@@ -95,6 +87,5 @@ RecorderEvent = (
     | ResponseEnded
     | WebSocketMessage
     | WebSocketEnded
-    | BytesLost
     | OwnFailure
 )

@@ -25,13 +25,20 @@ class Output:
         self.sink, self.redact = sink, redactor
         self.echo: Callable[[str], None] = echo or (lambda line: None)
         self.auditor = Auditor()  # the contract rules, checked as the session happens
+        self.quiet = False  # rebuilding state after a crash: what it derives is already stored
         self._seq: dict[str, int] = {}  # flow id -> the next raw event row's number
 
     def upsert(self, table: str, row: dict[str, Any]) -> None:
-        self.sink.put("upsert", table, row)
+        if not self.quiet:
+            self.sink.put("upsert", table, row)
 
     def insert(self, table: str, row: dict[str, Any]) -> None:
-        self.sink.put("insert", table, row)
+        if not self.quiet:
+            self.sink.put("insert", table, row)
+
+    def say(self, line: str) -> None:
+        if not self.quiet:
+            self.echo(line)
 
     def raw(self, flow_id: str, at: float, event: str, count: int, data: str) -> None:
         """One row of raw events, in the flow's order: an SSE chunk's completed events (as the
@@ -51,7 +58,7 @@ class Output:
             row["created_at"] = time.time()
             self.insert("findings", row)
             where = finding.call_id or finding.return_id or finding.flow_id
-            self.echo(f"finding {finding.severity:<7} {finding.rule}  {finding.message}  ({where})")
+            self.say(f"finding {finding.severity:<7} {finding.rule}  {finding.message}  ({where})")
 
     def failure(self, flow_id: str, detail: str) -> None:
         """Our own failure on a flow, kept with it (the traffic went on)."""

@@ -20,7 +20,6 @@ from mitmproxy.exceptions import FlowReadException
 
 from convtap.record.flows import flow_events
 from convtap.record.replay import replay_db
-from convtap.record.store import flow_ids
 from convtap.record.worker import LocalRecorder
 from convtap.wire.turn import decode_turn
 
@@ -101,31 +100,39 @@ def content_id(flow: http.HTTPFlow) -> str:
     return "import-" + digest.hexdigest()[:32]
 
 
-def import_files(
-    paths: list[Path], local: LocalRecorder, progress: Callable[[int], None] | None = None
+def import_file(
+    path: Path, local: LocalRecorder, seen: set[str], progress: Callable[[int], None] | None = None
 ) -> tuple[int, int]:
-    """Import every flow not already in the database. Returns (imported, skipped)."""
-    seen = flow_ids(local.writer.path)
-    imported = skipped = 0
-    for path in paths:
-        if not path.is_file() or not os.access(path, os.R_OK):
-            raise CaptureError(f"cannot read {path}")
-        if path.suffix in DATABASES:  # another capture: merge its flows
-            imported += replay_db(path, local.handle, seen)
-            if progress is not None:
-                progress(path.stat().st_size)
+    """Import the flows of one file that are not in the database yet (their ids are in `seen`,
+    which learns the new ones). Returns (imported, already there); the file's rows are committed
+    when it returns. A file that cannot be read, or holds no conversation traffic, is refused."""
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise CaptureError(f"cannot read {path}")
+    if path.suffix in DATABASES:  # another capture: merge its flows
+        imported, skipped = replay_db(path, local.handle, seen)
+        local.writer.flush()
+        if progress is not None:
+            progress(path.stat().st_size)
+        if imported + skipped == 0:
+            raise CaptureError(f"{path}: a capture with no flows in it (nothing to import)")
+        return imported, skipped
+    imported = skipped = done = 0
+    flows = sorted(read_flows(path), key=lambda pair: pair[0].request.timestamp_start)
+    for flow, position in flows:
+        events = list(flow_events(flow))
+        if not events:
+            continue  # not conversation traffic
+        if flow.id in seen:
+            skipped += 1
             continue
-        done = 0
-        flows = sorted(read_flows(path), key=lambda pair: pair[0].request.timestamp_start)
-        for flow, position in flows:
-            if flow.id in seen:
-                skipped += 1
-                continue
-            seen.add(flow.id)
-            for event in flow_events(flow):
-                local.handle(event)
-            imported += 1
-            if progress is not None and position > done:
-                progress(position - done)
-                done = position
+        seen.add(flow.id)
+        for event in events:
+            local.handle(event)
+        imported += 1
+        if progress is not None and position > done:
+            progress(position - done)
+            done = position
+    local.writer.flush()
+    if imported + skipped == 0:
+        raise CaptureError(f"{path}: no conversation traffic in it (nothing to import)")
     return imported, skipped

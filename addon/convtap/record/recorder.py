@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from convtap.record.conversation import ConversationSide, Turn
 from convtap.record.events import (
     BodyChunk,
-    BytesLost,
     Headers,
     OwnFailure,
     RecorderEvent,
@@ -69,8 +68,6 @@ class Recorder:
                 self._ws_message(event)
             case WebSocketEnded():
                 self._ws_end(event)
-            case BytesLost():
-                self._lost(event)
             case OwnFailure():
                 self.out.failure(event.flow_id, event.detail)
 
@@ -157,15 +154,6 @@ class Recorder:
         if state.kind != "websocket":
             del self.flows[ev.flow_id]
             out.forget(ev.flow_id)
-
-    def _lost(self, ev: BytesLost) -> None:
-        """Bytes of this flow's body never reached the recorder: said on the flow and in the
-        turn's decode errors."""
-        detail = f"the recorder fell behind: {ev.size} bytes of this body were not recorded"
-        self.out.failure(ev.flow_id, detail)
-        state = self.flows.get(ev.flow_id)
-        if state is not None and state.turn is not None:
-            state.turn.decoder.decoder.record_error(-1, "recorder-overload", detail)
 
     # -- WebSocket -------------------------------------------------------------------------------
 

@@ -22,26 +22,33 @@ from convtap.record.events import (
     WebSocketEnded,
     WebSocketMessage,
 )
+from convtap.record.journal import journal_dir
 from convtap.record.recorder import STREAMED_KINDS, Recorder, is_event_stream
 from convtap.record.redact import ClearText
 from convtap.record.store import (
+    StoreError,
     Writer,
     clear_derived,
     connect,
-    flow_ids,
     iter_events,
     iter_flows,
+    open_readonly,
 )
 
 
 def reprocess_db(path: Path) -> int:
+    """Decode a capture again in place; refused while a recorder writes into it."""
+    journal = journal_dir(path)
+    if journal.exists():
+        raise StoreError(f"a recorder is writing into {path}, or left its journal {journal} to "
+                         "finish (run convtap record on it again): stop it first")  # fmt: skip
     db = connect(path, create=False)
     clear_derived(db)
     db.conn.close()
     writer = Writer(path)
     recorder = Recorder(writer, ClearText())
     try:
-        count = replay_db(path, recorder.handle)
+        count, _ = replay_db(path, recorder.handle)
         recorder.close()
     finally:
         writer.close()
@@ -50,22 +57,24 @@ def reprocess_db(path: Path) -> int:
 
 def replay_db(
     source: Path, handle: Callable[[RecorderEvent], None], skip: set[str] | None = None
-) -> int:
-    """Feed every flow of a capture database to a recorder, in time order; returns how many."""
-    db = connect(source, create=False)
-    count = 0
+) -> tuple[int, int]:
+    """Feed every flow of a capture database to a recorder, in time order, except those in
+    `skip` (which learns the new ones). Returns (fed, skipped)."""
+    db = open_readonly(source)
+    count = skipped = 0
     try:
         for flow in iter_flows(db):
-            if skip is not None and flow["id"] in skip:
-                continue
+            if skip is not None:
+                if flow["id"] in skip:
+                    skipped += 1
+                    continue
+                skip.add(flow["id"])
             for event in stored_flow_events(flow, iter_events(db, flow["id"])):
                 handle(event)
             count += 1
     finally:
         db.conn.close()
-    if skip is not None:
-        skip |= flow_ids(source)
-    return count
+    return count, skipped
 
 
 def _headers(text: str | None) -> tuple[tuple[str, str], ...]:

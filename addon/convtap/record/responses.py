@@ -40,7 +40,7 @@ class ResponsesSide:
                 "body_call_id": item.get("call_id"), "message": dumps(out.redact.json(item)),
                 "returned_at": at,
             })  # fmt: skip
-            out.echo(f"output  {item.get('type')}  call_id {item.get('call_id')}")
+            out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
@@ -81,7 +81,7 @@ class ResponsesSide:
                 "arguments_text": arguments if isinstance(arguments, str) else dumps(arguments),
                 "complete": 1, "called_at": at, "item_id": call["item_id"],
             })  # fmt: skip
-            out.echo(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
+            out.say(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
                      f"item {call['item_id']}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, decoder.response_id, calls, at))
         return truncated

@@ -1,8 +1,9 @@
 """The capture database: schema, migrations, one batching writer. The only module that speaks SQL.
 
 One SQLite file per capture, WAL mode, mode 0600. Rows arrive already redacted. Writes go through
-one `Writer` thread that commits in batches (≤500 operations or 50 ms), so the proxy's event loop
-only enqueues, and a process killed at any moment leaves a database holding every committed batch.
+one `Writer` that commits in batches, each with the journal position the rows derive from, so a
+process killed at any moment leaves a database holding every committed batch and knowing where
+to go on from. Commands that only read a capture open it read-only (`open_readonly`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
-import queue
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -228,115 +227,202 @@ LINK = [
 ]
 
 
+# Full-text search on message text (what sqlite-utils' enable_fts makes), as plain statements so
+# that the whole schema is made in one transaction.
+FTS = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS [messages_fts] USING FTS5 ([text], content=[messages])",
+    """CREATE TRIGGER IF NOT EXISTS [messages_ai] AFTER INSERT ON [messages] BEGIN
+       INSERT INTO [messages_fts] (rowid, [text]) VALUES (new.rowid, new.[text]); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_ad] AFTER DELETE ON [messages] BEGIN
+       INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       VALUES ('delete', old.rowid, old.[text]); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_au] AFTER UPDATE ON [messages] BEGIN
+       INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       VALUES ('delete', old.rowid, old.[text]);
+       INSERT INTO [messages_fts] (rowid, [text]) VALUES (new.rowid, new.[text]); END""",
+]
+
+
 def _migrate_to_1(db: sqlite_utils.Database) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
     for name, (columns, pk) in TABLES.items():
         db[name].create(columns, pk=pk, if_not_exists=True)  # type: ignore[union-attr]
     for table, indexed in INDEXES:
         db[table].create_index(indexed, if_not_exists=True)  # type: ignore[union-attr]
-    db["messages"].enable_fts(["text"], create_triggers=True)  # type: ignore[union-attr]
+    for statement in FTS:
+        db.execute(statement)
     db.execute(CALL_LEDGER)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1]
 
 
+BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
+
+
 def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
-    """Open (or create) a capture database, migrated to the current schema."""
+    """Open a capture database to write into it, migrated to the current schema.
+
+    convtap writes only into a database it made: one carrying its schema marker, or a new file
+    (`create`), created mode 0600. Anything else, and a file it may not write, is refused
+    with a `StoreError`, before a byte of it changes. Several convtap processes may open the
+    same new database at once: the schema is made under SQLite's write lock.
+    """
     path = Path(path)
-    if not create and not path.exists():
-        raise StoreError(f"no database at {path}")
-    if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Created 0600 before SQLite touches it; SQLite gives -wal and -shm the same mode.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o600)
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no database at {path}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Made 0600 before SQLite touches it; SQLite gives -wal and -shm the same mode.
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            pass  # another convtap process made it a moment ago: its lock orders us
+        except OSError as exc:
+            raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise StoreError(f"{path} is read-only: convtap needs to write into it (and beside it)")
+    _check_is_ours(path, allow_empty=True)
     try:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL").fetchall()  # a pending statement would make
-        # every later query of sqlite-utils fetch all its rows at once
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+        db = sqlite_utils.Database(conn)
+        with _write_lock(conn):
+            version = _version(db)
+            if version == 0 and db.table_names():
+                raise StoreError(f"{path} is not a convtap capture")
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}"
+                )
+            for migrate in MIGRATIONS[version:]:
+                migrate(db)
+            if version < SCHEMA_VERSION:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                             ("schema_version", str(SCHEMA_VERSION)))  # fmt: skip
+        # WAL only once the file is known to be ours (it rewrites the header); a pending
+        # statement would make every later query of sqlite-utils fetch all its rows at once.
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=10000")  # fewer, larger checkpoints
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
+    return db
+
+
+def check_database(path: Path | str) -> None:
+    """Refuse, before anything listens, a database convtap may not record into (made if new)."""
+    connect(path).conn.close()
+
+
+def open_readonly(path: Path | str) -> sqlite_utils.Database:
+    """Open a capture only to read it: nothing in or beside the file is changed."""
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"no database at {path}")
+    _check_is_ours(path, allow_empty=False)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                               check_same_thread=False, timeout=BUSY_TIMEOUT)  # fmt: skip
         db = sqlite_utils.Database(conn)
         version = _version(db)
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is not a SQLite database ({exc})") from exc
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
+    if version == 0:
+        raise StoreError(f"{path} is not a convtap capture")
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}")
-    if version < SCHEMA_VERSION:
-        if not create and version == 0 and db.table_names():
-            raise StoreError(f"{path} is not a convtap capture")
-        with conn:
-            for migrate in MIGRATIONS[version:]:
-                migrate(db)
-            db["meta"].insert(  # type: ignore[union-attr]
-                {"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key", replace=True
-            )
     return db
+
+
+def _check_is_ours(path: Path, *, allow_empty: bool) -> None:
+    """Refuse what is not SQLite at all by its first bytes, before SQLite opens it."""
+    with path.open("rb") as handle:
+        header = handle.read(16)
+    if not header:
+        if allow_empty:
+            return
+        raise StoreError(f"{path} is empty, not a convtap capture")
+    if header != b"SQLite format 3\x00":
+        raise StoreError(f"{path} is not a SQLite database")
+
+
+@contextlib.contextmanager
+def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
+    """An immediate transaction: the write lock is taken before anything is read."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
 
 
 def _version(db: sqlite_utils.Database) -> int:
     if "meta" not in db.table_names():
         return 0
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
+    return int(row[0]) if row and str(row[0]).isdigit() else 0
 
 
 # -- writing ---------------------------------------------------------------------------------------
 
 Op = tuple[str, str, dict[str, Any]]  # (insert | upsert, table, row)
-_STOP = object()
 
 
 class Writer:
-    """One thread owns the connection and commits batches; `put` is all a hook ever does."""
+    """Rows into the database in batches: committed when `batch` operations are waiting, when
+    the oldest has waited `delay` seconds (`tick`), and on `flush`. A journal position `mark`ed
+    after some rows is committed in the same transaction as those rows."""
 
-    def __init__(self, path: Path | str, *, batch: int = 500, delay: float = 0.05) -> None:
+    def __init__(self, path: Path | str, *, batch: int = 2000, delay: float = 0.05) -> None:
         self.path = Path(path)
         self.db = connect(self.path)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._ops: list[Op] = []
+        self._position: str | None = None
+        self._since = 0.0
         self._batch, self._delay = batch, delay
         self._sql: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self.failures: list[str] = []
-        self._thread = threading.Thread(target=self._run, name="convtap-writer", daemon=True)
-        self._thread.start()
 
     def put(self, kind: str, table: str, row: dict[str, Any]) -> None:
-        self._queue.put((kind, table, row))
+        if not self._ops:
+            self._since = time.monotonic()
+        self._ops.append((kind, table, row))
+        if len(self._ops) >= self._batch:
+            self.flush()
 
-    def flush(self, timeout: float = 30.0) -> None:
-        """Wait until everything put so far is committed."""
-        done = threading.Event()
-        self._queue.put(done)
-        done.wait(timeout)
+    def mark(self, position: str) -> None:
+        """What has been put so far derives from the journal up to `position`."""
+        self._position = position
+        if not self._ops:
+            self._since = time.monotonic()
+
+    def tick(self) -> None:
+        """Commit what has waited long enough."""
+        if (self._ops or self._position) and time.monotonic() - self._since >= self._delay:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit everything put so far."""
+        ops, position = self._ops, self._position
+        self._ops, self._position = [], None
+        if ops or position is not None:
+            self._commit(ops, position)
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(_STOP)
-            self._thread.join(60)
-        self.db.conn.close()
+        try:
+            self.flush()
+        finally:
+            self.db.conn.close()
 
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            items = [self._queue.get()]
-            deadline = time.monotonic() + self._delay
-            while len(items) < self._batch and isinstance(items[-1], tuple):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    items.append(self._queue.get(timeout=remaining))
-                except queue.Empty:
-                    break
-            stop = items[-1] is _STOP
-            self._commit([i for i in items if isinstance(i, tuple)])
-            for item in items:
-                if isinstance(item, threading.Event):
-                    item.set()
+    def journal_position(self) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()
+        return str(row[0]) if row else None
 
-    def _commit(self, ops: list[Op]) -> None:
-        if not ops:
-            return
+    def _commit(self, ops: list[Op], position: str | None) -> None:
         conn = self.db.conn
         try:
             with conn:
@@ -344,17 +430,25 @@ class Writer:
                     conn.execute(self._statement(kind, table, tuple(row)), tuple(row.values()))
                 for statement in LINK:
                     conn.execute(statement)
+                if position is not None:
+                    conn.execute(_POSITION, (position,))
         except sqlite3.Error as exc:  # a bad row must not stop the recorder: keep the rest
             self.failures.append(f"{type(exc).__name__}: {exc}")
             for op in ops:
                 with contextlib.suppress(sqlite3.Error), conn:
                     conn.execute(self._statement(op[0], op[1], tuple(op[2])), tuple(op[2].values()))
+            if position is not None:
+                with conn:
+                    conn.execute(_POSITION, (position,))
 
     def _statement(self, kind: str, table: str, columns: tuple[str, ...]) -> str:
         key = (kind, table, columns)
         if key not in self._sql:
             self._sql[key] = insert_sql(kind, table, columns)
         return self._sql[key]
+
+
+_POSITION = "INSERT OR REPLACE INTO meta (key, value) VALUES ('journal', ?)"
 
 
 def insert_sql(kind: str, table: str, columns: tuple[str, ...]) -> str:
@@ -380,7 +474,7 @@ def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
 
 def flow_ids(path: Path | str) -> set[str]:
     """The ids of the flows a database holds (an import skips them)."""
-    db = connect(path, create=False)
+    db = open_readonly(path)
     try:
         return {row[0] for row in db.execute("SELECT id FROM flows")}
     finally:

@@ -1,41 +1,55 @@
-"""The recorder in its own process, so the proxy only forwards bytes.
+"""The recorder in its own process, fed by the journal, so the proxy only forwards bytes.
 
 Decoding, redaction, the rules and SQLite all cost CPU, and mitmproxy runs every hook and every
-stream callable on one event loop under one GIL. So the proxy hands each event to a
-`RecorderClient`, which writes it, pickled and framed, to the non-blocking stdin of
-`python -m convtap.record.worker`; that process runs the `Recorder` and its writer. The proxy's
-own work per chunk is one write to a pipe.
+stream callable on one event loop under one GIL. So the proxy appends each event to the journal
+(`JournalBackend`, one write) and `python -m convtap.record.worker` records it at its own pace,
+committing its journal position with the rows (see `convtap.record.journal`).
 
-Nothing ever waits on the worker: when it falls more than `MAX_BACKLOG` bytes behind, the
-chunks of the flows that overflow are counted instead of sent, and the worker records on those
-flows how many bytes it never saw (the client's traffic is untouched either way).
+After a crash of the recorder, the next one starts from the committed position. The flows that
+were still open there are decoded again from the start of the oldest (the low-water mark, also
+committed) with nothing written, so that their state is whole again, and the audit's state is
+rebuilt from the database: nothing is lost and nothing is recorded twice.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import fcntl
 import os
-import pickle
+import select
+import shutil
 import signal
-import struct
 import subprocess
 import sys
-from collections import deque
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
-from convtap.record.events import BodyChunk, BytesLost, OwnFailure, RecorderEvent
+from convtap.contract.audit import replay
+from convtap.contract.auditor import Auditor
+from convtap.record.events import (
+    OwnFailure,
+    RecorderEvent,
+    RequestSeen,
+    ResponseEnded,
+    WebSocketEnded,
+)
+from convtap.record.journal import (
+    JournalReader,
+    JournalWriter,
+    Position,
+    disk_usage,
+    journal_dir,
+    segment_path,
+    segments,
+)
 from convtap.record.recorder import Recorder
 from convtap.record.redact import ClearText, Redactor
-from convtap.record.store import Writer
+from convtap.record.store import Writer, audit_timeline
+from convtap.wire.session import endpoint_kind
 
-MAX_BACKLOG = 32 * 1024 * 1024
-F_SETPIPE_SZ = 1031  # Linux fcntl
-_HEADER = struct.Struct("!I")
+IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
+INTERRUPTED = "interrupted: the proxy stopped before the response ended"
 
 
 def echo_to(where: str) -> Callable[[str], None] | None:
@@ -58,6 +72,7 @@ class LocalRecorder:
             self.recorder.handle(event)
         except Exception as exc:  # one bad flow must not end the recording
             self.recorder.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
+        self.writer.tick()
 
     def close(self) -> None:
         try:
@@ -66,144 +81,229 @@ class LocalRecorder:
             self.writer.close()
 
 
-class RecorderClient:
-    """The proxy side: events, as framed messages on the worker's stdin.
-
-    Writes never block the event loop: the pipe is non-blocking, what does not fit waits in a
-    buffer that the loop drains when the pipe is writable again (`add_writer`), and no thread
-    competes with the loop for the GIL.
-    """
+class JournalBackend:
+    """The proxy's side: events into the journal, and the recorder process that reads it."""
 
     def __init__(self, db: str, *, redact: bool = True, echo: str = "log") -> None:
+        self.db = Path(db)
+        self.journal = JournalWriter(journal_dir(self.db))
         args = [sys.executable, "-m", "convtap.record.worker", db, "--echo", echo]
         if not redact:
             args.append("--no-redact")
         # The package's own folder first: mitmproxy may have loaded it from a checkout.
         source = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
-        env = {**os.environ, "PYTHONPATH": path}
-        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, env=env)
-        assert self.process.stdin is not None
-        self._fd = self.process.stdin.fileno()
-        with contextlib.suppress(OSError):  # a larger pipe: fewer writes that do not fit
-            fcntl.fcntl(self._fd, F_SETPIPE_SZ, 1 << 20)
-        os.set_blocking(self._fd, False)
-        self._pending: deque[memoryview] = deque()
-        self._backlog = 0  # bytes written by us and not yet taken by the pipe
-        self._lossy: dict[str, int] = {}  # flow id -> bytes not recorded
-        self._loop: asyncio.AbstractEventLoop | None = None  # draining on this loop
-        self.broken = False
+        # stdin stays open while the proxy lives: its end tells the recorder the proxy is gone.
+        self.process = subprocess.Popen(args, stdin=subprocess.PIPE,
+                                        env={**os.environ, "PYTHONPATH": path})  # fmt: skip
 
     def handle(self, event: RecorderEvent) -> None:
-        if isinstance(event, BodyChunk):
-            # A flow that lost a piece stays lost: its events can no longer be framed.
-            if event.flow_id in self._lossy or self._backlog + len(event.data) > MAX_BACKLOG:
-                self._lossy[event.flow_id] = self._lossy.get(event.flow_id, 0) + len(event.data)
-                return
-        else:
-            lost = self._lossy.pop(event.flow_id, 0)
-            if lost:
-                self._send(BytesLost(event.flow_id, lost))
-        self._send(event)
+        self.journal.append(event)
 
-    def _send(self, event: RecorderEvent) -> None:
-        if self.broken:
-            return
-        frame = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(_HEADER.pack(len(frame)) + frame)
-        if not self._pending:
-            view = view[self._write(view) :]
-        if view:
-            self._pending.append(view)
-            self._backlog += len(view)
-            self._watch()
+    @property
+    def error(self) -> str | None:
+        """Why recording stopped, if it did (the proxy goes on forwarding either way)."""
+        if self.journal.error:
+            return f"recording stopped: {self.journal.error}"
+        code = self.process.poll()
+        if code is not None:
+            return f"the recorder process ended (exit status {code}); nothing more is recorded"
+        return None
 
-    def _write(self, view: memoryview) -> int:
-        try:
-            return os.write(self._fd, view)
-        except BlockingIOError:
-            return 0
-        except OSError:  # the worker died: recording stops, the traffic goes on
-            self.broken = True
-            self._pending.clear()
-            return len(view)
+    def lag(self) -> int:
+        """Bytes of journal on disk that the recorder has not consumed yet (roughly)."""
+        return disk_usage(self.journal.directory)
 
-    def _watch(self) -> None:
-        if self._loop is not None:
-            return
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (tests that call hooks): write it now
-            self._flush_blocking()
-            return
-        self._loop.add_writer(self._fd, self._drain)
-
-    def _drain(self) -> None:
-        while self._pending and not self.broken:
-            view = self._pending[0]
-            written = self._write(view)
-            self._backlog -= written
-            if written < len(view):
-                self._pending[0] = view[written:]
-                return
-            self._pending.popleft()
-        if self._loop is not None:
-            self._loop.remove_writer(self._fd)
-            self._loop = None
-
-    def _flush_blocking(self) -> None:
-        os.set_blocking(self._fd, True)
-        try:
-            while self._pending and not self.broken:
-                view = self._pending.popleft()
-                self._backlog -= len(view)
-                self._write(view)
-        finally:
-            os.set_blocking(self._fd, False)
-
-    def close(self, timeout: float = 60.0) -> None:
-        """Everything pending goes out, then the worker flushes its database and exits."""
-        if self._loop is not None:
-            with contextlib.suppress(Exception):
-                self._loop.remove_writer(self._fd)
-            self._loop = None
-        self._flush_blocking()
+    def close(self, progress: Callable[[str], None] | None = None, timeout: float = 3600.0) -> None:
+        """A clean end: the journal is closed, the recorder catches up (saying how far it is
+        every few seconds) and removes it."""
+        self.journal.close()
         with contextlib.suppress(OSError):
             assert self.process.stdin is not None
             self.process.stdin.close()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + timeout
+        said = time.monotonic()
+        while self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if progress is not None and time.monotonic() - said >= 2:
+                said = time.monotonic()
+                left = self.lag()
+                progress(f"waiting for the recorder to catch up: {left / 1e6:.1f} MB of "
+                         f"{self.journal.written / 1e6:.1f} MB left to record")  # fmt: skip
+        if self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
 
 
-def read_events(stream: BinaryIO) -> Iterator[RecorderEvent]:
-    while header := stream.read(_HEADER.size):
-        if len(header) < _HEADER.size:
-            return
-        event: RecorderEvent = pickle.loads(stream.read(_HEADER.unpack(header)[0]))
-        yield event
+class JournalConsumer:
+    """The recorder process: reads the journal, feeds the recorder, commits with positions."""
+
+    def __init__(self, db: str, *, redact: bool, echo: str) -> None:
+        self.writer = Writer(db)
+        self.directory = journal_dir(db)
+        self.recorder = Recorder(self.writer, Redactor() if redact else ClearText(), echo_to(echo))
+        committed, low = _positions(self.writer.journal_position())
+        self.reader = JournalReader(self.directory, committed)
+        self.position = committed  # the end of the last record taken
+        self.open: dict[str, Position] = {}  # HTTP flow -> where its first record starts
+        self.sockets: set[str] = set()  # WebSocket flows still open
+        if low < committed:
+            self._recover(low, committed)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(self, proxy_gone: Callable[[float], bool]) -> None:
+        """Until the journal is closed, or the proxy is gone and its journal read to the end."""
+        gone = False
+        while True:
+            count = 0
+            for event, position in self.reader.read(writer_gone=gone):
+                count += 1
+                self._take(event, position)
+            self.writer.tick()
+            self._drop_consumed()
+            if self.reader.closed:
+                return
+            if count == 0:
+                if gone:
+                    return
+                gone = proxy_gone(IDLE)
+
+    def close(self) -> None:
+        """Every flow still open was cut; the last findings; the journal removed if done."""
+        self._interrupt()
+        self.recorder.close()
+        self.writer.mark(_text(self.position, self.position))
+        self.writer.close()
+        self.reader.release()
+        if self.reader.closed or not segments(self.directory):
+            shutil.rmtree(self.directory, ignore_errors=True)
+        else:
+            self._drop_consumed()
+
+    def _take(self, event: RecorderEvent | None, position: Position) -> None:
+        """One journal record, which ends at `position`."""
+        if event is None:  # a new proxy run: what the last one left open is over
+            self._interrupt()
+        else:
+            if isinstance(event, RequestSeen):
+                if endpoint_kind(event.method, event.path) == "websocket":
+                    self.sockets.add(event.flow_id)
+                else:
+                    self.open.setdefault(event.flow_id, self.position)
+            elif isinstance(event, ResponseEnded):
+                self.open.pop(event.flow_id, None)
+            elif isinstance(event, WebSocketEnded):
+                self.sockets.discard(event.flow_id)
+            self._handle(event)
+        self.position = position
+        self.writer.mark(_text(position, min(self.open.values(), default=position)))
+
+    def _interrupt(self) -> None:
+        """The proxy stopped: every flow it left open is over."""
+        at = time.time()
+        for flow_id in list(self.open):
+            self._handle(ResponseEnded(flow_id, None, (), None, INTERRUPTED, at))
+        for flow_id in list(self.sockets):
+            self._handle(WebSocketEnded(flow_id, at))
+        self.open.clear()
+        self.sockets.clear()
+
+    def _handle(self, event: RecorderEvent) -> None:
+        try:
+            self.recorder.handle(event)
+        except Exception as exc:  # one bad flow must not end the recording
+            self.recorder.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
+
+    def _drop_consumed(self) -> None:
+        """Segments before both committed positions are consumed: delete them."""
+        committed, low = _positions(self.writer.journal_position())
+        keep = min(committed.segment, low.segment)
+        for number in segments(self.directory):
+            if number >= keep:
+                break
+            with contextlib.suppress(OSError):
+                segment_path(self.directory, number).unlink()
+
+    # -- after a crash ---------------------------------------------------------------------------
+
+    def _recover(self, low: Position, committed: Position) -> None:
+        """Rebuild what the recorder knew at `committed`: the audit's state from the database,
+        the open flows' decoding state from the journal, writing nothing twice."""
+        auditor = Auditor()
+        replay(auditor, audit_timeline(self.writer.db))
+        scan = JournalReader(self.directory, low)
+        records: list[tuple[RecorderEvent | None, Position]] = []
+        last = low
+        while last < committed:
+            batch = list(scan.read(limit=4096, writer_gone=True))
+            if not batch:
+                break
+            for event, position in batch:
+                if position > committed:
+                    break
+                records.append((event, position))
+                last = position
+        scan.release()
+        starts: dict[str, Position] = {}
+        before = low
+        for event, position in records:  # which flows were still open at `committed`
+            if isinstance(event, RequestSeen) and event.flow_id not in starts:
+                if endpoint_kind(event.method, event.path) != "websocket":
+                    starts[event.flow_id] = before
+            elif isinstance(event, ResponseEnded) or event is None:
+                if event is None:
+                    starts.clear()
+                else:
+                    starts.pop(event.flow_id, None)
+            before = position
+        out = self.recorder.out
+        out.quiet = True
+        out.auditor = Auditor()  # a scratch one: the real one knows it all already
+        for event, _ in records:
+            if event is not None and event.flow_id in starts:
+                self._handle(event)
+        out.quiet = False
+        out.auditor = auditor
+        self.recorder.conversation.written.clear()
+        self.open = starts
+
+
+def _positions(text: str | None) -> tuple[Position, Position]:
+    """(where to read on, the low-water mark) as committed."""
+    if not text:
+        return Position(0, 0), Position(0, 0)
+    committed, _, low = text.partition(";")
+    return Position.parse(committed), Position.parse(low or committed)
+
+
+def _text(position: Position, low: Position) -> str:
+    return f"{position.text()};{low.text()}"
+
+
+def _stdin_closed(timeout: float) -> bool:
+    """Wait up to `timeout` for the proxy's pipe; True once it has closed (the proxy is gone)."""
+    ready, _, _ = select.select([sys.stdin.fileno()], [], [], timeout)
+    if not ready:
+        return False
+    return os.read(sys.stdin.fileno(), 4096) == b""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m convtap.record.worker DB`: record what the proxy sends over stdin."""
+    """`python -m convtap.record.worker DB`: record what the proxy journals beside DB."""
     parser = argparse.ArgumentParser(prog="convtap.record.worker")
     parser.add_argument("db")
     parser.add_argument("--echo", default="stdout", choices=["stdout", "log", "off"])
     parser.add_argument("--no-redact", action="store_true")
     args = parser.parse_args(argv)
-    # Ctrl-C reaches the whole process group; the worker ends when the proxy closes its stdin
-    # (at shutdown, or when the proxy dies), after recording everything it was sent.
+    # Ctrl-C reaches the whole process group; the recorder ends when the journal is closed, or
+    # when the proxy is gone (its pipe closes) and the journal is read to its end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    local = LocalRecorder(args.db, redact=not args.no_redact, echo=args.echo)
+    consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo)
     try:
-        # Large reads: the pipe empties in big gulps, so the proxy's writer wakes up less often.
-        stdin = open(sys.stdin.fileno(), "rb", buffering=1 << 20, closefd=False)  # noqa: SIM115
-        for event in read_events(stdin):
-            local.handle(event)
+        consumer.run(_stdin_closed)
     finally:
-        local.close()
+        consumer.close()
     return 0
 
 

@@ -8,8 +8,10 @@ instead of ending the stream. The decoder works on plain dicts; nothing here val
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, TypeGuard
+
+import orjson
 
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import SSEEvent
@@ -86,6 +88,30 @@ class DeltaDecoder:
         """Every message by id, in order of first appearance, in its latest state."""
         self._materialize()
         return self._messages
+
+    def feed_all(self, events: Iterable[SSEEvent]) -> list[Update]:
+        """`feed` each event in order; the updates of all of them. Bare frames that continue a
+        string append (most of a real stream) take a short path here."""
+        updates: list[Update] = []
+        loads_fast = orjson.loads
+        for event in events:
+            pending = self._pending
+            if pending is not None and event[0] == "delta":
+                try:
+                    obj = loads_fast(event[1])
+                except orjson.JSONDecodeError:
+                    obj = None
+                if type(obj) is dict and len(obj) == 1:
+                    value = obj.get("v")
+                    if type(value) is str:  # rule 2: a bare frame continuing a string append
+                        pending[2].append(value)
+                        self.event_index += 1
+                        self.event_count += 1
+                        continue
+            found = self.feed(event)
+            if found:
+                updates += found
+        return updates
 
     def feed(self, event: SSEEvent) -> Sequence[Update]:
         index = self.event_index

@@ -6,13 +6,26 @@ reduced to what convtap needs: the event type and the data. `id:` and `retry:` a
 ignored. Lines are split on CR, LF and CRLF only (never on U+2028 or U+0085), so the parser works
 on bytes: those three are ASCII, and no byte of a multi-byte UTF-8 sequence can be mistaken for
 them. A chunk may end anywhere, even inside a UTF-8 sequence or between CR and LF.
+
+Two deliberate limits, each reported rather than hidden: an event larger than `max_event` bytes
+is not kept but dispatched as one `OVERSIZED` event carrying its size, and framing resynchronises
+at the next blank line (so the buffer is bounded); an event whose bytes are not valid UTF-8 is
+decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in `bad_utf8`.
 """
 
 from __future__ import annotations
 
+import re
+from itertools import repeat
 from typing import NamedTuple
 
 _BOM = b"\xef\xbb\xbf"
+MAX_EVENT = 4 * 1024 * 1024
+# The name of the event that stands for one that was too large: no wire event can carry a name
+# with a line break in it.
+OVERSIZED = "\nevent-too-large"
+# The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
+_SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
 
 
 class SSEEvent(NamedTuple):
@@ -35,18 +48,32 @@ class SSEParser:
     `close` reports them as a truncated event instead of dispatching them.
     """
 
-    __slots__ = ("_buf", "_closed", "_skip_lf", "_started", "consumed")
+    __slots__ = (
+        "_buf",
+        "_closed",
+        "_skip_lf",
+        "_skipping",
+        "_started",
+        "bad_utf8",
+        "consumed",
+        "max_event",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_event: int = MAX_EVENT) -> None:
+        self.max_event = max_event
         self.consumed = b""  # what the last `feed` took in: the text of the events it returned
+        self.bad_utf8: list[int] = []  # positions, in the last `feed`'s events, of invalid UTF-8
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
+        self._skipping = -1  # bytes of an oversized event dropped so far (-1: not skipping)
         self._closed = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         if self._closed:
             raise RuntimeError("feed() after close()")
+        self.bad_utf8 = []
+        self.consumed = b""
         if not chunk:
             return []
         if self._skip_lf:
@@ -69,56 +96,93 @@ class SSEParser:
             if buf.startswith(_BOM):
                 del buf[: len(_BOM)]
             scan_from = 0
+        events: list[SSEEvent] = []
+        if self._skipping >= 0:
+            if not self._skip_oversized(events):
+                return events
+            scan_from = 0
         end = buf.rfind(b"\n\n", scan_from)
         if end < 0:
-            self.consumed = b""
-            return []
+            if len(buf) > self.max_event:  # an event that never ends: drop it, wait for its end
+                self._skipping = 0
+                self._skip_oversized(events)
+            return events
         block = self.consumed = bytes(buf[: end + 2])
         del buf[: end + 2]
-        return _parse_block(block)
+        events += self._parse_block(block)
+        return events
+
+    def _skip_oversized(self, events: list[SSEEvent]) -> bool:
+        """Drop bytes up to the blank line that ends the oversized event; True once found."""
+        buf = self._buf
+        end = buf.find(b"\n\n")
+        if end < 0:
+            keep = 1 if buf[-1:] == b"\n" else 0  # the blank line may start at the chunk's end
+            self._skipping += len(buf) - keep
+            del buf[: len(buf) - keep]
+            return False
+        events.append(SSEEvent(OVERSIZED, str(self._skipping + end)))
+        del buf[: end + 2]
+        self._skipping = -1
+        return True
 
     def close(self) -> bool:
         """End of the body. True when it ended inside an event (the stream was cut)."""
         self._closed = True
         pending = bytes(self._buf)
         self._buf.clear()
+        if self._skipping >= 0:
+            return True
         return any(line and line[:1] != b":" for line in pending.split(b"\n"))
 
+    def _parse_block(self, block: bytes) -> list[SSEEvent]:
+        """Complete lines that end with a blank line, so that no event is left open.
 
-def _parse_block(block: bytes) -> list[SSEEvent]:
-    """Parse complete lines that end with a blank line, so that no event is left open.
+        The usual block holds only the two simple shapes and comment lines: one regex split
+        finds them all. Anything else (multi-line data, other fields, invalid UTF-8, an event
+        over the limit) goes through the WHATWG steps event by event.
+        """
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._parse_slowly(block)
+        parts = _SIMPLE.split(text)
+        rest = "".join(parts[0::3])
+        if rest.strip("\n") and any(line[:1] != ":" for line in rest.split("\n") if line):
+            return self._parse_slowly(block)
+        datas = parts[2::3]
+        if len(block) > self.max_event and max(map(len, datas), default=0) > self.max_event:
+            return self._parse_slowly(block)
+        names = parts[1::3]
+        if None in names or "" in names:
+            names = [name or "message" for name in names]
+        pairs = zip(names, datas, strict=True)
+        if "" in datas:  # an event whose data is empty is not dispatched
+            return [SSEEvent(name, data) for name, data in pairs if data]
+        return list(map(tuple.__new__, repeat(SSEEvent), pairs))  # SSEEvents, built in C
 
-    The block splits at blank lines into the lines of each event. Leading blank lines of a piece
-    only dispatch nothing. The two shapes the server sends (`data: X` and `event: E` then
-    `data: X`) take a short path; anything else goes through the field-by-field steps.
-    """
-    events: list[SSEEvent] = []
-    for piece in block.split(b"\n\n"):
-        piece = piece.lstrip(b"\n")
-        if not piece:
-            continue
-        newline = piece.find(b"\n")
-        if newline < 0 and piece.startswith(b"data: "):
-            if len(piece) > 6:
-                events.append(SSEEvent("message", piece[6:].decode("utf-8", "replace")))
-            continue
-        if (
-            piece.startswith(b"event: ")
-            and piece.startswith(b"data: ", newline + 1)
-            and piece.find(b"\n", newline + 1) < 0
-        ):
-            if len(piece) > newline + 7:
-                name = piece[7:newline].decode("utf-8", "replace") or "message"
-                events.append(SSEEvent(name, piece[newline + 7 :].decode("utf-8", "replace")))
-            continue
-        event = _parse_lines(piece.split(b"\n"))
-        if event is not None:
+    def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        for piece in block.split(b"\n\n"):
+            piece = piece.lstrip(b"\n")
+            if not piece:
+                continue
+            if len(piece) > self.max_event:
+                events.append(SSEEvent(OVERSIZED, str(len(piece))))
+                continue
+            parsed = _parse_lines(piece.split(b"\n"))
+            if parsed is None:
+                continue
+            event, invalid = parsed
+            if invalid:
+                self.bad_utf8.append(len(events))
             events.append(event)
-    return events
+        return events
 
 
-def _parse_lines(lines: list[bytes]) -> SSEEvent | None:
-    """WHATWG "interpret the line" for each line of one event, then "dispatch the event"."""
+def _parse_lines(lines: list[bytes]) -> tuple[SSEEvent, bool] | None:
+    """WHATWG "interpret the line" for each line of one event, then "dispatch the event": the
+    event, and whether its bytes were invalid UTF-8 (then decoded with U+FFFD)."""
     data: list[bytes] = []
     event_type = b""
     for line in lines:
@@ -137,5 +201,9 @@ def _parse_lines(lines: list[bytes]) -> SSEEvent | None:
     joined = b"\n".join(data)
     if not joined:
         return None
-    name = event_type.decode("utf-8", "replace") if event_type else "message"
-    return SSEEvent(name, joined.decode("utf-8", "replace"))
+    try:
+        name = event_type.decode("utf-8") if event_type else "message"
+        return SSEEvent(name, joined.decode("utf-8")), False
+    except UnicodeDecodeError:
+        name = event_type.decode("utf-8", "replace") if event_type else "message"
+        return SSEEvent(name, joined.decode("utf-8", "replace")), True

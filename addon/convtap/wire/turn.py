@@ -115,10 +115,7 @@ class TurnDecoder:
         events = self._parser.feed(chunk)
         if on_events is not None and events:
             on_events(self._parser.consumed, events)
-        updates: list[Update] = []
-        for event in events:
-            updates += self.decoder.feed(event)
-        return updates
+        return self.decoder.feed_all(events)
 
     def end_leg(self) -> None:
         if self._parser is not None:

@@ -1,0 +1,274 @@
+"""The journal: how the proxy hands events to the recorder process without ever losing one.
+
+The proxy appends every event to an append-only segment file (one `write`, no decoding); the
+recorder process reads the segments at its own pace and commits its position with the rows it
+derived, in the same SQLite transaction (`Writer.mark`). So a crash of either process loses
+nothing that was written, the recorder's lag costs disk (bounded by the lag, and reported), never
+the proxy's memory, and consumed segments are deleted.
+
+The journal lives beside the capture (`<db>.journal/`, mode 0700, segments 0600: it holds
+unredacted bytes) and is removed once a clean shutdown has consumed it.
+
+A segment is a sequence of records `kind (1 byte) | length (4 bytes) | payload`:
+
+- CHUNK: a `BodyChunk` (the hot path: no pickling): flow id length, flow id, time, bytes;
+- EVENT: any other recorder event, pickled;
+- RUN: the first record a proxy run writes: flows still open from an earlier run are over;
+- NEXT: this segment is complete, the next one follows;
+- CLOSED: the proxy shut down cleanly; nothing follows.
+
+A segment that ends without NEXT or CLOSED while a newer segment exists was cut by a crash: its
+torn tail is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from convtap.record.events import BodyChunk, RecorderEvent
+
+SEGMENT_BYTES = 64 * 1024 * 1024
+SUFFIX = ".seg"
+CHUNK, EVENT, RUN, NEXT, CLOSED = 1, 2, 3, 4, 5
+_HEAD = struct.Struct("!BI")
+_CHUNK = struct.Struct("!Bd")  # flow id length, time
+
+
+class JournalError(Exception):
+    """The journal cannot be written or read."""
+
+
+def journal_dir(db: Path | str) -> Path:
+    """Where the journal of a capture lives: beside it."""
+    db = Path(db)
+    return db.with_name(db.name + ".journal")
+
+
+def segments(directory: Path) -> list[int]:
+    """The numbers of the segments present, oldest first."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(SUFFIX) and name[: -len(SUFFIX)].isdigit():
+            found.append(int(name[: -len(SUFFIX)]))
+    return sorted(found)
+
+
+def segment_path(directory: Path, number: int) -> Path:
+    return directory / f"{number:010d}{SUFFIX}"
+
+
+def encode(event: RecorderEvent) -> bytes:
+    if type(event) is BodyChunk:
+        flow = event.flow_id.encode()
+        payload = _CHUNK.pack(len(flow), event.at) + flow + event.data
+        return _HEAD.pack(CHUNK, len(payload)) + payload
+    payload = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEAD.pack(EVENT, len(payload)) + payload
+
+
+def decode(kind: int, payload: bytes) -> RecorderEvent:
+    if kind == CHUNK:
+        size, at = _CHUNK.unpack_from(payload)
+        start = _CHUNK.size
+        flow = payload[start : start + size].decode()
+        return BodyChunk(flow, payload[start + size :], at)
+    event: RecorderEvent = pickle.loads(payload)
+    return event
+
+
+def disk_usage(directory: Path) -> int:
+    """Bytes the journal holds on disk."""
+    total = 0
+    for number in segments(directory):
+        with contextlib.suppress(OSError):
+            total += segment_path(directory, number).stat().st_size
+    return total
+
+
+class JournalWriter:
+    """The proxy's side: `append` costs one write to the page cache. A write that fails (a full
+    disk) stops the journal: `error` says why, and every later append is dropped at once."""
+
+    def __init__(self, directory: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.error: str | None = None
+        self.written = 0  # bytes appended by this run
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
+        except OSError as exc:
+            raise JournalError(
+                f"cannot make the journal {directory}: {exc.strerror or exc}"
+            ) from exc
+        present = segments(directory)
+        self._number = (present[-1] if present else 0) + 1
+        self._fd = -1
+        self._size = 0
+        self._open()
+        self._write(_HEAD.pack(RUN, 0))
+
+    def append(self, event: RecorderEvent) -> None:
+        if self._fd < 0:
+            return
+        record = encode(event)
+        if self._size + len(record) > self.segment_bytes and self._size > _HEAD.size:
+            self._write(_HEAD.pack(NEXT, 0))
+            self._close_fd()
+            self._number += 1
+            self._open()
+        self._write(record)
+
+    def close(self) -> None:
+        """A clean end: the recorder consumes everything, then removes the journal."""
+        if self._fd >= 0:
+            self._write(_HEAD.pack(CLOSED, 0))
+            self._close_fd()
+
+    def _open(self) -> None:
+        path = segment_path(self.directory, self._number)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        except OSError as exc:
+            self._fail(f"cannot open {path}: {exc.strerror or exc}")
+        self._size = 0
+
+    def _write(self, record: bytes) -> None:
+        if self._fd < 0:
+            return
+        view = memoryview(record)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+                self._size += written
+                self.written += written
+        except OSError as exc:
+            self._fail(f"cannot write the journal {self.directory}: {exc.strerror or exc}")
+
+    def _fail(self, why: str) -> None:
+        self.error = why
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """Where the journal is read: a segment and the offset of the next record in it."""
+
+    segment: int
+    offset: int
+
+    def text(self) -> str:
+        return f"{self.segment}:{self.offset}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Position:
+        if not text or ":" not in text:
+            return cls(0, 0)
+        segment, offset = text.split(":", 1)
+        return cls(int(segment), int(offset))
+
+
+class JournalReader:
+    """The recorder's side: the records after a position, as far as they have been written.
+
+    `read` yields (event or None for a RUN record, the position after it) and returns when it
+    has caught up with the writer; `closed` tells that the writer said CLOSED. With
+    `writer_gone`, a segment that ends without NEXT is over (the proxy died).
+    """
+
+    def __init__(self, directory: Path, position: Position) -> None:
+        self.directory = directory
+        self.position = position
+        self.closed = False
+        self._handle: tuple[int, BinaryIO] | None = None  # the open segment
+
+    def read(
+        self, limit: int = 512, *, writer_gone: bool = False
+    ) -> Iterator[tuple[RecorderEvent | None, Position]]:
+        produced = 0
+        while produced < limit and not self.closed:
+            present = segments(self.directory)
+            later = [n for n in present if n > self.position.segment]
+            if self.position.segment not in present:
+                if not later:
+                    return
+                self.position = Position(later[0], 0)  # consumed or never there: go on
+                continue
+            record = self._next_record()
+            if record is None:  # nothing more in this segment yet
+                if later or writer_gone:  # cut by a crash: its torn tail is skipped
+                    if not later:
+                        self.closed = True
+                        return
+                    self.position = Position(later[0], 0)
+                    continue
+                return
+            kind, payload, end = record
+            if kind == NEXT:
+                self.position = Position(self.position.segment + 1, 0)
+                continue
+            if kind == CLOSED:
+                self.position = Position(self.position.segment, end)
+                self.closed = True
+                return
+            self.position = Position(self.position.segment, end)
+            produced += 1
+            yield (None if kind == RUN else decode(kind, payload)), self.position
+
+    def _next_record(self) -> tuple[int, bytes, int] | None:
+        handle = self._file()
+        if handle is None:
+            return None
+        start = self.position.offset
+        handle.seek(start)
+        head = handle.read(_HEAD.size)
+        if len(head) == _HEAD.size:
+            kind, length = _HEAD.unpack(head)
+            payload = handle.read(length) if length else b""
+            if len(payload) == length and kind in (CHUNK, EVENT, RUN, NEXT, CLOSED):
+                return kind, payload, start + _HEAD.size + length
+        return None  # not written whole yet (or torn by a crash)
+
+    def _file(self) -> BinaryIO | None:
+        segment = self.position.segment
+        if self._handle is not None and self._handle[0] == segment:
+            return self._handle[1]
+        self.release()
+        try:
+            handle = segment_path(self.directory, segment).open("rb")
+        except FileNotFoundError:
+            return None
+        self._handle = (segment, handle)
+        return handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle[1].close()
+            self._handle = None
+
+    def remaining(self) -> int:
+        """Bytes written after the position (what the recorder still has to read)."""
+        total = 0
+        for number in segments(self.directory):
+            if number < self.position.segment:
+                continue
+            with contextlib.suppress(OSError):
+                size = segment_path(self.directory, number).stat().st_size
+                total += size - (self.position.offset if number == self.position.segment else 0)
+        return max(total, 0)
