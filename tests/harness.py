@@ -126,3 +126,91 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
             pass
         time.sleep(0.05)
     return False
+
+
+# -- a burst of turns ------------------------------------------------------------------------------
+
+BURST_PATH = "/backend-api/f/conversation"
+
+
+def burst_bodies(turns: int) -> list[bytes]:
+    """Turns shaped like real traffic (bench/decode_bench.py), each ending in a local tool call,
+    each with its own conversation and message ids (~300 kB a turn)."""
+    import random
+
+    from bench.decode_bench import turn
+
+    rng = random.Random(11)
+    templates = [turn(rng, n) for n in range(4)]
+    return [
+        templates[n % 4].replace(b"conv-%06d" % (n % 4), b"conv-%06d" % n) for n in range(turns)
+    ]
+
+
+@contextmanager
+def burst_upstream(bodies: list[bytes]) -> Iterator[int]:
+    """A local upstream answering `POST f/conversation` with body {"n": k} by turn k, chunked,
+    as fast as the socket takes it. Yields its port."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            body = bodies[int(request["n"])]
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(body), 16384):
+                piece = body[i : i + 16384]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def send_burst(port: int, count: int, received: list[bytes]) -> None:
+    """POST turns 0..count-1 one after the other on one connection, each read whole; what each
+    got goes into `received` (a turn cut short, by a proxy that died, ends the burst)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        for n in range(count):
+            conn.request("POST", BURST_PATH, body=json.dumps({"n": n, "action": "next"}),
+                         headers={"content-type": "application/json"})  # fmt: skip
+            response = conn.getresponse()
+            got = bytearray()
+            try:
+                while chunk := response.read1(65536):
+                    got += chunk
+            except (OSError, http.client.HTTPException):
+                received.append(bytes(got))
+                return
+            received.append(bytes(got))
+    except (OSError, http.client.HTTPException):
+        return
+    finally:
+        conn.close()
+
+
+def complete_events(body: bytes) -> int:
+    """The events a client got whole (what the recorder must hold for that flow)."""
+    whole = body[: body.rfind(b"\n\n") + 2] if b"\n\n" in body else b""
+    return sum(1 for line in whole.split(b"\n") if line.startswith(b"data: "))
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(p) for p in handle.read().split()]

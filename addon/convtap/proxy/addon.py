@@ -108,7 +108,7 @@ class ConvtapAddon:
                 self.failed = backend.error
                 FAILURES.append(backend.error)
                 log.error("convtap: %s", backend.error)
-                if backend.process.poll() is not None:  # nothing records: stop, say so
+                if backend.fatal:  # nothing records: stop, say so (a full disk never stops it)
                     ctx.master.shutdown()
                 return
             lag = backend.lag()

@@ -41,6 +41,10 @@ class StoreError(Exception):
     """The database cannot be opened or is not a convtap capture."""
 
 
+class StoreFull(StoreError):
+    """The disk (or the file's size limit) is full: nothing more can be written."""
+
+
 # -- schema --------------------------------------------------------------------------------------
 
 TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
@@ -433,19 +437,29 @@ class Writer:
                 if position is not None:
                     conn.execute(_POSITION, (position,))
         except sqlite3.Error as exc:  # a bad row must not stop the recorder: keep the rest
+            _raise_if_full(exc, self.path)
             self.failures.append(f"{type(exc).__name__}: {exc}")
             for op in ops:
                 with contextlib.suppress(sqlite3.Error), conn:
                     conn.execute(self._statement(op[0], op[1], tuple(op[2])), tuple(op[2].values()))
             if position is not None:
-                with conn:
-                    conn.execute(_POSITION, (position,))
+                try:
+                    with conn:
+                        conn.execute(_POSITION, (position,))
+                except sqlite3.Error as again:
+                    _raise_if_full(again, self.path)
+                    raise StoreError(f"cannot write into {self.path}: {again}") from again
 
     def _statement(self, kind: str, table: str, columns: tuple[str, ...]) -> str:
         key = (kind, table, columns)
         if key not in self._sql:
             self._sql[key] = insert_sql(kind, table, columns)
         return self._sql[key]
+
+
+def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
+    if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+        raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
 
 
 _POSITION = "INSERT OR REPLACE INTO meta (key, value) VALUES ('journal', ?)"

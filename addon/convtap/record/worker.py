@@ -45,9 +45,10 @@ from convtap.record.journal import (
 )
 from convtap.record.recorder import Recorder
 from convtap.record.redact import ClearText, Redactor
-from convtap.record.store import Writer, audit_timeline
+from convtap.record.store import StoreFull, Writer, audit_timeline
 from convtap.wire.session import endpoint_kind
 
+DISK_FULL = 3  # the recorder's exit status when the disk is full (the proxy goes on)
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
 INTERRUPTED = "interrupted: the proxy stopped before the response ended"
 
@@ -106,9 +107,18 @@ class JournalBackend:
         if self.journal.error:
             return f"recording stopped: {self.journal.error}"
         code = self.process.poll()
+        if code == DISK_FULL:
+            return "recording stopped: the disk is full (the journal keeps what it still can)"
         if code is not None:
             return f"the recorder process ended (exit status {code}); nothing more is recorded"
         return None
+
+    @property
+    def fatal(self) -> bool:
+        """Recording stopped for a reason other than a full disk: the proxy should stop too,
+        rather than forward traffic that nobody records."""
+        code = self.process.poll()
+        return code is not None and code != DISK_FULL and self.journal.error is None
 
     def lag(self) -> int:
         """Bytes of journal on disk that the recorder has not consumed yet (roughly)."""
@@ -299,11 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C reaches the whole process group; the recorder ends when the journal is closed, or
     # when the proxy is gone (its pipe closes) and the journal is read to its end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo)
     try:
-        consumer.run(_stdin_closed)
-    finally:
-        consumer.close()
+        consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo)
+        try:
+            consumer.run(_stdin_closed)
+        finally:
+            consumer.close()
+    except StoreFull as exc:  # the journal keeps what it can; a restart records it
+        print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
+        return DISK_FULL
     return 0
 
 

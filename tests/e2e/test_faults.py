@@ -1,0 +1,183 @@
+"""Nothing lost at line rate: bursts through `convtap record`, kill -9 of the proxy and of the
+recorder process mid-burst, a full disk. What reached the client is what the database holds."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from convtap.record.journal import journal_dir
+
+from tests.harness import (
+    burst_bodies,
+    burst_upstream,
+    children,
+    complete_events,
+    mitmdump,
+    send_burst,
+    wait_for,
+)
+
+LISTENING = re.compile(r"proxy listening at 127\.0\.0\.1:(\d+)")
+
+
+@contextmanager
+def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`convtap record` as a user runs it, in front of `upstream`; yields it and its port."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convtap.cli", "record", "--mode",
+         f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
+         "--set", f"confdir={tmp_path / 'conf'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: list[str] = []
+    port = None
+    for line in proc.stdout:
+        lines.append(line)
+        if (match := LISTENING.search(line)) is not None:
+            port = int(match.group(1))
+            break
+    assert port is not None, "".join(lines)
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(120)
+
+
+def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def assert_holds_what_the_client_got(db: Path, received: list[bytes]) -> None:
+    """Every event the client got whole is in the database, once; every turn the client got
+    whole has its tool call, complete; no flow says the recorder lost anything."""
+    sql = (
+        "SELECT f.started_at, sum(e.count) FROM flows f JOIN events e ON e.flow_id = f.id "
+        "GROUP BY f.id ORDER BY f.started_at"
+    )
+    per_flow = dict(rows(db, sql))
+    assert sorted(per_flow.values(), reverse=True)[: len(received)] == sorted(
+        (complete_events(body) for body in received if complete_events(body)), reverse=True
+    )
+    whole = [body for body in received if body.endswith(b"data: [DONE]\n\n")]
+    calls = rows(db, "SELECT count(*), sum(complete) FROM tool_calls")[0]
+    assert calls == (len(whole), len(whole))
+    assert rows(db, "SELECT count(*) FROM flows WHERE failure IS NOT NULL") == [(0,)]
+    unanswered = rows(db, "SELECT count(*), count(DISTINCT call_id) FROM findings "
+                          "WHERE rule = 'call-unanswered'")[0]  # fmt: skip
+    assert unanswered[0] == unanswered[1]  # no finding twice
+
+
+def test_a_burst_at_full_speed_loses_nothing(tmp_path: Path) -> None:
+    bodies = burst_bodies(60)  # about 18 MB, as fast as loopback goes
+    db = tmp_path / "burst.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as (proc, port):
+        send_burst(port, len(bodies), received)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-2000:]
+    assert received == bodies  # byte-exact
+    assert not journal_dir(db).exists()  # consumed and removed on a clean exit
+    assert_holds_what_the_client_got(db, received)
+
+
+def test_the_recorder_killed_mid_burst_loses_nothing_after_a_restart(tmp_path: Path) -> None:
+    bodies = burst_bodies(40)
+    db = tmp_path / "killed.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream:
+        with record(db, upstream, tmp_path) as (proc, port):
+            sender = threading.Thread(target=send_burst, args=(port, len(bodies), received))
+            sender.start()
+            assert wait_for(lambda: len(received) >= 5, 60)
+            (recorder,) = children(proc.pid)
+            os.kill(recorder, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=60)  # it stops, loudly
+            sender.join(60)
+        assert proc.returncode == 1
+        assert "recorder process ended" in out
+        assert journal_dir(db).exists()  # what was not recorded yet waits on disk
+        with record(db, upstream, tmp_path) as (again, _):  # the restart
+            again.send_signal(signal.SIGINT)
+            out, _ = again.communicate(timeout=300)
+        assert again.returncode == 0, out[-2000:]
+    assert not journal_dir(db).exists()
+    assert len(received) >= 5
+    assert_holds_what_the_client_got(db, received)
+
+
+def test_the_proxy_killed_mid_burst_leaves_everything_it_forwarded(tmp_path: Path) -> None:
+    bodies = burst_bodies(40)
+    received: list[bytes] = []
+    with (
+        burst_upstream(bodies) as upstream,
+        mitmdump(tmp_path, f"reverse:http://127.0.0.1:{upstream}") as proxy,
+    ):
+        sender = threading.Thread(target=send_burst, args=(proxy.port, len(bodies), received))
+        sender.start()
+        assert wait_for(lambda: len(received) >= 5, 60)
+        (recorder,) = children(proxy.process.pid)
+        os.kill(proxy.process.pid, signal.SIGKILL)
+        proxy.process.wait(10)
+        sender.join(60)
+        # the recorder sees its proxy gone, records the journal to its end and exits
+        assert wait_for(lambda: not alive(recorder), 120)
+    assert not journal_dir(proxy.db).exists()
+    assert_holds_what_the_client_got(proxy.db, received)
+    cut = rows(proxy.db, "SELECT count(*) FROM flows WHERE outcome LIKE 'interrupted%'")
+    assert cut in ([(0,)], [(1,)])  # the turn in flight when it died, if any
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting for its dead parent's reaper."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MB file system for the capture and its journal."""
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(where)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (CI runs as root): {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_stops_recording_loudly_and_never_the_traffic(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    bodies = burst_bodies(50)  # 15 MB through a 6 MB disk
+    db = small_disk / "capture.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as (proc, port):
+        send_burst(port, len(bodies), received)
+        assert received == bodies  # every byte, exactly, to the client
+        time.sleep(1.5)  # the watcher checks once a second
+        assert proc.poll() is None  # the proxy goes on
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    assert "recording stopped" in out and "No space left on device" in out

@@ -1,0 +1,153 @@
+"""convtap.record.journal and the recorder that consumes it: order, rotation, torn tails, modes,
+and a recorder crash at any point losing nothing and recording nothing twice."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from convtap.record.events import (
+    BodyChunk,
+    RecorderEvent,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+)
+from convtap.record.journal import (
+    JournalReader,
+    JournalWriter,
+    Position,
+    journal_dir,
+    segment_path,
+    segments,
+)
+from convtap.record.worker import JournalConsumer
+
+from tests.seeds import SSE, user_turn
+
+STREAM = (("content-type", "text/event-stream"),)
+PATH = "/backend-api/f/conversation"
+BODY = (SSE / "alefita_way_call.sse").read_bytes()
+
+
+def turn_events(flow: str, at: float) -> list[RecorderEvent]:
+    """One recorded turn: the request, its stream in 700-byte chunks, the end."""
+    body = user_turn()
+    body["conversation_id"] = f"conv-{flow}"
+    events: list[RecorderEvent] = [
+        RequestSeen(flow, "POST", "https://x" + PATH, "x", PATH, (), json.dumps(body).encode(), at),
+        ResponseStarted(flow, 200, STREAM),
+    ]
+    events += [BodyChunk(flow, BODY[i : i + 700], at) for i in range(0, len(BODY), 700)]
+    events.append(ResponseEnded(flow, 200, STREAM, None, "complete", at))
+    return events
+
+
+def interleaved(flows: int) -> list[RecorderEvent]:
+    """Several turns at once, their events interleaved as concurrent sessions are."""
+    per_flow = [turn_events(f"f{n}", float(n)) for n in range(flows)]
+    out: list[RecorderEvent] = []
+    while any(per_flow):
+        for events in per_flow:
+            if events:
+                out.append(events.pop(0))
+    return out
+
+
+def write_journal(db: Path, events: list[RecorderEvent], segment_bytes: int = 4096) -> None:
+    writer = JournalWriter(journal_dir(db), segment_bytes)
+    for event in events:
+        writer.append(event)
+    writer.close()
+
+
+def test_events_come_back_in_order_across_segments(tmp_path: Path) -> None:
+    events = interleaved(3)
+    write_journal(tmp_path / "c.db", events)
+    directory = journal_dir(tmp_path / "c.db")
+    assert len(segments(directory)) > 3  # rotated
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert all(
+        segment_path(directory, n).stat().st_mode & 0o777 == 0o600 for n in segments(directory)
+    )
+    reader = JournalReader(directory, Position(0, 0))
+    read = [event for event, _ in reader.read(limit=10_000)]
+    assert read[0] is None  # the run marker
+    assert read[1:] == events and reader.closed
+
+
+def test_a_torn_tail_is_skipped_once_a_newer_run_exists(tmp_path: Path) -> None:
+    directory = journal_dir(tmp_path / "c.db")
+    first = JournalWriter(directory)
+    first.append(turn_events("a", 1.0)[0])
+    path = segment_path(directory, segments(directory)[-1])
+    with path.open("ab") as handle:  # a crash in the middle of a write
+        handle.write(b"\x01\x00\x00\x10\x00partial")
+    reader = JournalReader(directory, Position(0, 0))
+    assert len(list(reader.read())) == 2  # run marker, request; then it waits for the writer
+    assert list(reader.read()) == [] and not reader.closed
+    second = JournalWriter(directory)  # the next run
+    second.append(turn_events("b", 2.0)[0])
+    second.close()
+    rest = [event for event, _ in reader.read()]
+    assert rest[0] is None and isinstance(rest[1], RequestSeen) and rest[1].flow_id == "b"
+    assert reader.closed
+
+
+def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+SNAPSHOT = [
+    "SELECT flow_id, seq, count, data FROM events ORDER BY flow_id, seq",
+    "SELECT id, kind, outcome, failure FROM flows ORDER BY id",
+    "SELECT call_id, tool, complete, arguments FROM tool_calls ORDER BY call_id",
+    "SELECT id, status, text FROM messages ORDER BY id",
+    "SELECT rule, call_id, flow_id FROM findings ORDER BY rule, call_id, flow_id",
+]
+
+
+def snapshot(db: Path) -> list[list[tuple[object, ...]]]:
+    return [rows(db, sql) for sql in SNAPSHOT]
+
+
+def consume(db: Path, crash_after: int | None = None) -> None:
+    """The recorder process's loop; with `crash_after`, it dies (kill -9) after taking that many
+    records: what it committed stays, what it had not committed is gone."""
+    consumer = JournalConsumer(str(db), redact=True, echo="off")
+    if crash_after is None:
+        consumer.run(lambda timeout: True)
+        consumer.close()
+        return
+    for taken, (event, position) in enumerate(consumer.reader.read(limit=crash_after), 1):
+        consumer._take(event, position)
+        if taken % 7 == 0:
+            consumer.writer.flush()  # commits happen along the way
+    consumer.reader.release()
+    consumer.writer.db.conn.close()  # dies: the last, uncommitted batch is lost
+
+
+@pytest.mark.parametrize("crash_after", [1, 3, 9, 17, 40, 61])
+def test_a_recorder_crash_loses_nothing_and_records_nothing_twice(
+    tmp_path: Path, crash_after: int
+) -> None:
+    events = interleaved(3)
+    whole = tmp_path / "whole" / "c.db"
+    whole.parent.mkdir()
+    write_journal(whole, events)
+    consume(whole)
+    assert not journal_dir(whole).exists()  # consumed, then removed
+    expected = snapshot(whole)
+    assert expected[2] and expected[0]
+
+    crashed = tmp_path / "crashed" / "c.db"
+    crashed.parent.mkdir()
+    write_journal(crashed, events)
+    consume(crashed, crash_after)
+    assert journal_dir(crashed).exists()
+    consume(crashed)  # the next recorder goes on from what was committed
+    assert not journal_dir(crashed).exists()
+    assert snapshot(crashed) == expected
