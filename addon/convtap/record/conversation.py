@@ -15,6 +15,7 @@ from typing import Any
 
 from convtap.contract.returns import Call
 from convtap.record.output import Output
+from convtap.record.redact_stream import StreamRedaction
 from convtap.wire.delta import Update
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import TurnRequest, conversation_nodes
@@ -32,6 +33,7 @@ class Turn:
     request: TurnRequest
     client: str | None
     started_at: float
+    redaction: StreamRedaction  # what is stored of its stream, secrets cut out
     decoder: TurnDecoder = field(default_factory=TurnDecoder)
     ws_topic: str | None = None
 
@@ -54,20 +56,20 @@ class ConversationSide:
 
     def start_turn(self, flow_id: str, request: TurnRequest, client: str | None, at: float) -> Turn:
         """A conversation request: a new turn, its declarations and the returns it carries."""
-        turn = Turn(flow_id, request, client, at)
+        turn = Turn(flow_id, request, client, at, StreamRedaction(self.out.redact))
         if request.conversation_id:
             self.open_turns[request.conversation_id] = turn
         for signature in request.signatures:
-            self.out.upsert("tool_signatures", {"turn_id": turn.id,
-                                                "name": str(signature.get("name")),
-                                                "signature": dumps(signature)})  # fmt: skip
+            row = {"turn_id": turn.id, "name": str(signature.get("name")),
+                   "signature": self.out.redact.dumps(signature)}  # fmt: skip
+            self.out.upsert("tool_signatures", row)
         for n, ret in enumerate(request.returns):
             self.out.upsert("tool_returns", {
                 "id": f"{flow_id}:{n}", "protocol": "f-conversation", "flow_id": flow_id,
                 "conversation_id": request.conversation_id,
                 "parent_message_id": request.parent_message_id, "message_id": ret.message_id,
                 "tool": ret.tool, "body_call_id": ret.call_id, "body_tool": ret.body_tool,
-                "message": dumps(self.out.redact.json(ret.message)), "returned_at": at,
+                "message": self.out.redact.dumps(ret.message), "returned_at": at,
             })  # fmt: skip
             target = request.parent_message_id or ret.call_id or "?"
             answers = self.known_calls.get(target) or self.known_calls.get(ret.call_id or "")
@@ -80,20 +82,25 @@ class ConversationSide:
         """A resume leg: the turn it continues, or a turn of its own when that was not seen."""
         turn = self.open_turns.get(conversation_id or "")
         if turn is None:
-            turn = Turn(flow_id, TurnRequest(conversation_id=conversation_id), None, at)
+            request = TurnRequest(conversation_id=conversation_id)
+            turn = Turn(flow_id, request, None, at, StreamRedaction(self.out.redact))
         return turn
 
     # -- streams ---------------------------------------------------------------------------------
 
     def chunk(self, flow_id: str, turn: Turn, data: bytes, at: float) -> None:
+        def raw(when: float, count: int, text: str) -> None:
+            self.out.raw(flow_id, when, "sse", count, text)
+
         def keep(text: bytes, events: list[SSEEvent]) -> None:
-            self.out.raw(flow_id, at, "sse", len(events), self.out.redact.sse(text, events))
+            turn.redaction.chunk(at, text.decode("utf-8", "replace"), events, raw)
 
         self._updates(turn, turn.decoder.feed(data, keep), at)
 
-    def end_leg(self, turn: Turn, at: float) -> bool:
+    def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:
         """The leg's body is over; True when it was cut inside an event."""
         turn.decoder.end_leg()
+        turn.redaction.flush()
         self.persist(turn, at)
         return turn.decoder.truncated
 
@@ -124,6 +131,7 @@ class ConversationSide:
         """Shutdown or end of import: write what every unfinished turn holds."""
         now = time.time()
         for turn in {id(t): t for t in [*self.open_turns.values(), *self.topics.values()]}.values():
+            turn.redaction.flush()
             turn.decoder.close()
             self.persist(turn, now)
         self.open_turns.clear()
@@ -176,7 +184,7 @@ class ConversationSide:
         self.out.upsert("tool_calls", {
             "call_id": call.call_id, "protocol": "f-conversation", "turn_id": turn.id,
             "conversation_id": conversation_id, "recipient": call.recipient, "kind": call.kind,
-            "tool": call.tool, "arguments": dumps(self.out.redact.json(call.arguments)),
+            "tool": call.tool, "arguments": self.out.redact.dumps(call.arguments),
             "arguments_text": self.out.redact.text(call.arguments_text),
             "complete": int(call.complete), "called_at": at,
         })  # fmt: skip
@@ -208,14 +216,13 @@ class ConversationSide:
         self.written[message["id"]] = fingerprint
         author = message.get("author") or {}
         content = message.get("content") or {}
-        redacted = self.out.redact.json(message)
         self.out.upsert("messages", {
             "id": message["id"], "conversation_id": turn.conversation_id, "turn_id": turn.id,
             "role": author.get("role"), "name": author.get("name"),
             "recipient": message.get("recipient"), "channel": message.get("channel"),
             "content_type": content.get("content_type") if isinstance(content, dict) else None,
-            "status": message.get("status"), "text": message_text(redacted),
-            "json": dumps(redacted), "first_seen_at": at, "updated_at": at,
+            "status": message.get("status"), "text": self.out.redact.text(text),
+            "json": self.out.redact.dumps(message), "first_seen_at": at, "updated_at": at,
         })  # fmt: skip
 
     def persist(self, turn: Turn, at: float) -> None:
@@ -230,7 +237,7 @@ class ConversationSide:
             "parent_message_id": req.parent_message_id, "model": req.model,
             "client": turn.client,
             "challenge": redact.placeholder(req.challenge) if req.challenge else None,
-            "execution_target": dumps(redact.json(req.execution_target)),
+            "execution_target": redact.dumps(req.execution_target),
             "message_ids": dumps(req.message_ids), "encoding": d.encoding,
             "done": int(d.done), "stream_complete": int(d.stream_complete),
             "truncated": int(turn.decoder.truncated), "event_count": d.event_count,

@@ -11,7 +11,6 @@ from typing import Any, Protocol
 from convtap.contract.auditor import Auditor
 from convtap.contract.registry import Finding
 from convtap.record.redact import Redactor
-from convtap.wire.jsonvalue import dumps
 
 
 class Sink(Protocol):
@@ -54,7 +53,7 @@ class Output:
     def report(self, findings: list[Finding]) -> None:
         for finding in findings:
             row = asdict(finding)
-            row["evidence"] = dumps(row["evidence"])
+            row["evidence"] = self.redact.dumps(row["evidence"])
             row["created_at"] = time.time()
             self.insert("findings", row)
             where = finding.call_id or finding.return_id or finding.flow_id

@@ -71,6 +71,13 @@ class Recorder:
             case OwnFailure():
                 self.out.failure(event.flow_id, event.detail)
 
+    def idle(self, now: float, wait: float = 1.0) -> None:
+        """Nothing new for a while: chunks held back for `wait` seconds are stored."""
+        for state in self.flows.values():
+            if state.turn is not None:
+                state.turn.redaction.flush_older(now - wait)
+        self.responses.flush_older(now - wait)
+
     def close(self) -> None:
         """Shutdown or end of import: the last findings, and what every open turn holds."""
         self.out.report(self.out.auditor.finish())
@@ -138,7 +145,7 @@ class Recorder:
         if state.kind == "responses":
             truncated = self.responses.end(ev.flow_id, None if state.tapped else body, ev.at)
         elif state.turn is not None and state.tapped:
-            truncated = self.conversation.end_leg(state.turn, ev.at)
+            truncated = self.conversation.end_leg(ev.flow_id, state.turn, ev.at)
         if truncated and outcome == "complete":
             outcome = "truncated"
         parsed = None if streamed else parse_json(body)
@@ -176,4 +183,4 @@ class Recorder:
         if parsed is None:
             return f"<{len(raw)} bytes, not JSON>"
         redact = self.out.redact
-        return dumps(redact.every_string(parsed) if kind == "sentinel" else redact.json(parsed))
+        return dumps(redact.every_string(parsed)) if kind == "sentinel" else redact.dumps(parsed)

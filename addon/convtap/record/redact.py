@@ -1,84 +1,253 @@
 """What is secret on this wire, and how it is replaced (PROTOCOL.md "Secrets on this wire").
 
-Redaction is structural: a secret is recognised by where it sits (a JSON key, a header name, a
-query parameter), never by pattern-matching text. It is replaced by a placeholder that carries a
-short keyed hash of the secret, so that reuse (a replayed challenge, one token across flows) stays
-detectable while the secret does not. The key comes from CONVTAP_REDACT_KEY when set.
+A secret is found two ways, and replaced by `<redacted:HASH>`, HASH a short keyed hash of it, so
+that reuse (a replayed challenge, one token in two flows) stays visible while the secret does not:
+
+- by where it sits: a JSON key (in any case, with `-` or `_`, after JSON unescaping: `Token`,
+  `Access_Token`, `x-api-key`, `authoriz\\u0061tion`), a delta whose path names such a key (and
+  the bare frames that go on appending to it), a header outside an allow-list, a URL's query
+  parameter;
+- by what it looks like, anywhere in stored text: API keys (OpenAI, Anthropic, AWS, GitHub,
+  GitLab, Slack, Stripe, SendGrid, PyPI, Square: the token-shaped detectors of detect-secrets,
+  plus current OpenAI and Anthropic key formats), JWTs, `Bearer` / `Basic` credentials,
+  credentials in URLs, and PEM private keys.
+
+Text is first looked at cheaply: lowercased, JSON-unescaped, searched once for every hint of a
+key or a value (Aho-Corasick). Only text with a hint is parsed and walked.
+
+The key is random per installation (`~/.config/convtap/redaction.key`, made 0600 on first use,
+`$XDG_CONFIG_HOME` respected), so nobody can test a guess against a placeholder without it;
+`CONVTAP_REDACT_KEY` sets one key for a team whose captures must compare.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
-import json
 import os
+import re
+import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import ahocorasick
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+
+from convtap.wire.jsonvalue import dumps, loads
 from convtap.wire.sse import SSEEvent, format_event
 
 PLACEHOLDER_PREFIX = "<redacted:"
-DEFAULT_KEY = b"convtap redaction v1"
+_PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
 
-# JSON object keys whose string (or object) values are secret wherever they appear.
-SECRET_KEYS = frozenset(
-    {
-        "token",
-        "access_token",
-        "refresh_token",
-        "session_token",
-        "conduit_token",
-        "app_attest_challenge",
-        "authorization",
-        "cookie",
-        "set-cookie",
-        "x-conduit-token",
-    }
-)
+# -- keys ------------------------------------------------------------------------------------------
 
+# A key is secret when, lowercased with `-` as `_`, it contains one of these (a token, not a
+# count of tokens), or is one of EXACT_KEYS; its value is secret when it is a string, an object
+# or an array (a number or a boolean never is).
+KEY_PARTS = (
+    "token", "secret", "passw", "authoriz", "cookie", "credential", "apikey", "api_key",
+    "private_key", "access_key", "session", "challenge",
+)  # fmt: skip
+_KEY = re.compile("|".join(part if part != "token" else "token(?!s)" for part in KEY_PARTS))
+EXACT_KEYS = frozenset({"verify", "auth", "pwd"})
 
-# Headers kept in clear; every other header's value becomes a placeholder.
+# Headers kept in clear (their values still scanned); every other header's value is replaced.
 HEADER_ALLOW_LIST = frozenset(
     {
-        "accept",
-        "accept-encoding",
-        "accept-language",
-        "cache-control",
-        "connection",
-        "content-encoding",
-        "content-length",
-        "content-type",
-        "date",
-        "host",
-        "origin",
-        "pragma",
-        "referer",
-        "server",
-        "transfer-encoding",
-        "user-agent",
-        "vary",
-        "x-request-id",
-        "openai-processing-ms",
-        "openai-version",
-        "sec-websocket-version",
-        "sec-websocket-extensions",
-        "upgrade",
-        "oai-language",
-        "x-openai-target-path",
-        "x-openai-target-route",
-        "cf-ray",
+        "accept", "accept-encoding", "accept-language", "cache-control", "connection",
+        "content-encoding", "content-length", "content-type", "date", "host", "origin",
+        "pragma", "referer", "server", "transfer-encoding", "user-agent", "vary", "x-request-id",
+        "openai-processing-ms", "openai-version", "sec-websocket-version",
+        "sec-websocket-extensions", "upgrade", "oai-language", "x-openai-target-path",
+        "x-openai-target-route", "cf-ray",
     }
-)
-SECRET_QUERY_PARAMS = frozenset({"verify", "token", "access_token"})
-# Cheap test before parsing: JSON text without any of these holds no secret key (a key is
-# followed by its colon; "cot_token" as a marker's value is not).
-_SECRET_HINTS = ('token":', 'challenge":', 'authorization":', 'cookie":')
+)  # fmt: skip
+
+
+def is_secret_key(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    name = key.strip().lower().replace("-", "_")
+    return name in EXACT_KEYS or _KEY.search(name) is not None
+
+
+def _path_is_secret(path: str) -> bool:
+    """A JSON Pointer that names a secret key somewhere along it."""
+    return any(is_secret_key(segment) for segment in path.split("/") if segment)
+
+
+# -- values ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValuePattern:
+    name: str
+    hints: tuple[str, ...]  # lowercase text that any match contains
+    regex: re.Pattern[str]
+    group: int = 0  # the part of a match that is the secret
+
+
+def _denylist(detector: Any, *indexes: int) -> list[re.Pattern[str]]:
+    patterns = list(detector.denylist)
+    return [patterns[i] for i in indexes] if indexes else patterns
+
+
+VALUE_PATTERNS: tuple[ValuePattern, ...] = (
+    # detect-secrets' token-shaped detectors (a maintained list of formats)
+    *(ValuePattern("aws", ("akia", "asia", "abia", "acca", "a3t"), p)
+      for p in _denylist(AWSKeyDetector, 0)),
+    *(ValuePattern("github", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), p)
+      for p in _denylist(GitHubTokenDetector)),
+    *(ValuePattern("gitlab", ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941",
+                              "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"), p)
+      for p in _denylist(GitLabTokenDetector)),
+    *(ValuePattern("slack", ("xox", "hooks.slack.com"), p) for p in _denylist(SlackDetector)),
+    *(ValuePattern("stripe", ("k_live_",), p) for p in _denylist(StripeDetector)),
+    *(ValuePattern("sendgrid", ("sg.",), p) for p in _denylist(SendGridDetector)),
+    *(ValuePattern("pypi", ("pypi-",), p) for p in _denylist(PypiTokenDetector)),
+    *(ValuePattern("square", ("sq0csp-",), p) for p in _denylist(SquareOAuthDetector)),
+    *(ValuePattern("openai-legacy", ("t3blbkfj",), p) for p in _denylist(OpenAIDetector)),
+    # formats those do not cover
+    ValuePattern("openai-anthropic", ("sk-",),
+                 re.compile(r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    ValuePattern("github-fine-grained", ("github_pat_",),
+                 re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+    ValuePattern("jwt", ("eyj",),
+                 re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?")),
+    ValuePattern("bearer-basic", ("bearer", "basic"),
+                 re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
+    ValuePattern("url-credentials", ("://",),
+                 re.compile(r"://[^\s/@:\"'<>]+:([^\s/@\"'<>]+)@"), 1),
+    ValuePattern("private-key", ("-----begin",),
+                 re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                            r"|[A-Za-z0-9+/=\s\\]*)", re.S)),
+)  # fmt: skip
+
+# Text that names a key without being one: markers the server sends as values.
+_HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"last_token"',
+             '"resume_conversation_token"')  # fmt: skip
+
+
+def _automaton() -> Any:
+    finder = ahocorasick.Automaton()
+    for part in KEY_PARTS:
+        finder.add_word(part, "key")
+    for pattern in VALUE_PATTERNS:
+        for hint in pattern.hints:
+            finder.add_word(hint.replace("-", "_"), "value")  # as the text is folded
+    for exact in EXACT_KEYS:
+        finder.add_word(f'"{exact}"', "key")
+    finder.make_automaton()
+    return finder
+
+
+_FINDER = _automaton()
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
+
+
+def _unescaped(text: str) -> str:
+    """JSON's `\\uXXXX` and `\\/` decoded, so that an escape hides neither a key nor a value."""
+    if "\\u" not in text and "\\/" not in text:
+        return text
+    return _ESCAPE.sub(lambda m: m.group(2) or chr(int(m.group(1), 16)), text)
+
+
+def hints(text: str) -> tuple[bool, bool]:
+    """(a secret key may be named, a secret value may be there) in this text."""
+    low = _unescaped(text).lower().replace("-", "_")
+    for harmless in _HARMLESS:
+        if harmless in low:
+            low = low.replace(harmless, "")
+    keys = values = False
+    for _, kind in _FINDER.iter(low):
+        if kind == "key":
+            keys = True
+        else:
+            values = True
+        if keys and values:
+            break
+    return keys, values
+
+
+def find_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart."""
+    low = text.lower()
+    found: list[tuple[int, int, str]] = []
+    for pattern in VALUE_PATTERNS:
+        if not any(hint in low for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            secret = match.group(pattern.group)
+            if secret and _PLACEHOLDER.fullmatch(secret) is None:
+                found.append((*match.span(pattern.group), secret))
+    found.sort()
+    spans: list[tuple[int, int, str]] = []
+    for start, end, secret in found:  # one secret found by two patterns counts once
+        if spans and start < spans[-1][1]:
+            if end > spans[-1][1]:
+                spans[-1] = (spans[-1][0], end, text[spans[-1][0] : end])
+            continue
+        spans.append((start, end, secret))
+    return spans
+
+
+# -- the key ---------------------------------------------------------------------------------------
+
+
+def key_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "convtap" / "redaction.key"
 
 
 def redaction_key() -> bytes:
-    env = os.environ.get("CONVTAP_REDACT_KEY")
-    return env.encode() if env else DEFAULT_KEY
+    """CONVTAP_REDACT_KEY, else this installation's own random key (made on first use)."""
+    shared = os.environ.get("CONVTAP_REDACT_KEY")
+    if shared:
+        return shared.encode()
+    path = key_file()
+    with contextlib.suppress(FileNotFoundError):
+        return _read_key(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # made by another convtap process a moment ago
+        return _read_key(path)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes:
+    key = path.read_text().strip()
+    if not key:
+        raise OSError(f"{path} is empty")
+    return key.encode()
+
+
+# -- redaction -------------------------------------------------------------------------------------
+
+
+class StreamState:
+    """What a stream's redaction remembers between events: whether the sticky delta path (the
+    one bare `{"v": ...}` frames append to) names a secret key."""
+
+    __slots__ = ("secret_path",)
+
+    def __init__(self) -> None:
+        self.secret_path = False
 
 
 class Redactor:
@@ -92,18 +261,61 @@ class Redactor:
         digest = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:12]
         return f"{PLACEHOLDER_PREFIX}{digest}>"
 
+    # -- values ----------------------------------------------------------------------------------
+
+    def scrub(self, text: str) -> str:
+        """Plain text with every secret-shaped value replaced."""
+        spans = find_secrets(text)
+        if not spans:
+            return text
+        out, cursor = [], 0
+        for start, end, secret in spans:
+            out += [text[cursor:start], self.placeholder(secret)]
+            cursor = end
+        out.append(text[cursor:])
+        return "".join(out)
+
     def json(self, value: Any) -> Any:
         """A copy of a JSON value with every secret replaced (the input is not changed)."""
+        return self._walk(value, True)
+
+    def dumps(self, value: Any) -> str | None:
+        """`value` as stored (JSON text), redacted; unchanged values are not walked."""
+        text = dumps(value)
+        if text is None:
+            return None
+        keys, values = hints(text)
+        if not keys and not values:
+            return text
+        return dumps(self._walk(value, values))
+
+    def _walk(self, value: Any, scrub: bool, state: StreamState | None = None) -> Any:
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                if _is_secret_key(key) and item is not None and not _is_placeholder(item):
+                if is_secret_key(key) and _holds_secret(item):
                     out[key] = self.placeholder(_secret_text(item))
+                elif key == "encoded_item" and isinstance(item, str):
+                    out[key] = self.sse_text(item)  # SSE text carried by a WebSocket frame
                 else:
-                    out[key] = self.json(item)
+                    out[key] = self._walk(item, scrub)
+            path = value.get("p")
+            item = value.get("v")
+            if _holds_secret(item):
+                # A delta whose path names a secret key, or a frame that goes on appending to
+                # one (rule 2: no p, the sticky one): its value is the secret.
+                secret = _path_is_secret(path) if isinstance(path, str) else (
+                    state is not None and state.secret_path
+                )  # fmt: skip
+                if secret:
+                    out["v"] = self.placeholder(_secret_text(item))
+            if state is not None and isinstance(path, str):
+                state.secret_path = _path_is_secret(path)  # rule 2: the sticky path moves
             return out
         if isinstance(value, list):
-            return [self.json(item) for item in value]
+            return [self._walk(item, scrub) for item in value]
+        if isinstance(value, str) and scrub:
+            return self.scrub(value)
         return value
 
     def every_string(self, value: Any) -> Any:
@@ -117,31 +329,59 @@ class Redactor:
             return self.placeholder(value)
         return value
 
-    def text(self, data: str) -> str:
+    # -- text on the wire --------------------------------------------------------------------------
+
+    def text(self, data: str, state: StreamState | None = None) -> str:
         """JSON text (an SSE event's data, a WebSocket frame) with its secrets replaced; the text
         is returned as it was when it holds none, so raw events stay byte for byte."""
-        if not any(hint in data for hint in _SECRET_HINTS):
+        keys, values = hints(data)
+        if not keys and not values and not (state is not None and state.secret_path):
             return data
-        try:
-            value = json.loads(data)
-        except ValueError:
-            return data
-        redacted = self.json(value)
-        return data if redacted == value else json.dumps(redacted, ensure_ascii=False)
+        return self.event_text(data, values, state)
 
-    def sse(self, text: bytes, events: list[SSEEvent]) -> str:
+    def event_text(self, data: str, scrub: bool, state: StreamState | None) -> str:
+        """One event's JSON text redacted (keys, delta paths, and values when `scrub`)."""
+        try:
+            value = loads(data)
+        except (ValueError, RecursionError):
+            return self.scrub(data)
+        redacted = self._walk(value, scrub, state)
+        return data if redacted == value else dumps(redacted) or data
+
+    def sse(self, text: str, events: list[SSEEvent], state: StreamState | None = None) -> str:
         """The SSE text of `events` as stored: as it came when it holds no secret, else the
         events written again with their data redacted."""
-        raw = text.decode("utf-8", "replace")
-        if not any(hint in raw for hint in _SECRET_HINTS):
-            return raw
-        return "".join(format_event(e._replace(data=self.text(e.data))) for e in events)
+        keys, values = hints(text)
+        if not keys and not values and not (state is not None and state.secret_path):
+            return text
+        return "".join(
+            format_event(e._replace(data=self.event_text(e.data, values, state))) for e in events
+        )
+
+    def sse_text(self, text: str) -> str:
+        """A slice of SSE text (a WebSocket stream item) redacted event by event."""
+        keys, values = hints(text)
+        if not keys and not values:
+            return text
+        out = []
+        for block in re.split(r"(\n\n)", text):
+            if not block.strip("\n"):
+                out.append(block)
+                continue
+            lines = []
+            for line in block.split("\n"):
+                if line.startswith("data:"):
+                    data = line[5:].removeprefix(" ")
+                    line = "data: " + self.event_text(data, values, None).replace("\n", " ")
+                lines.append(line)
+            out.append("\n".join(lines))
+        return "".join(out)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return [
             (
                 name,
-                value
+                self.scrub(value)
                 if name.lower() in HEADER_ALLOW_LIST or _is_placeholder(value)
                 else self.placeholder(value),
             )
@@ -149,39 +389,47 @@ class Redactor:
         ]
 
     def url(self, url: str) -> str:
-        """A URL whose secret query parameters (the WebSocket `verify` token) are replaced."""
+        """A URL whose secret query parameters (the WebSocket `verify` token) are replaced and
+        whose text holds no secret-shaped value."""
         parts = urlsplit(url)
-        if not parts.query:
-            return url
-        query = [
-            (
-                k,
-                self.placeholder(v)
-                if k.lower() in SECRET_QUERY_PARAMS and not _is_placeholder(v)
-                else v,
-            )
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        ]
-        return urlunsplit(parts._replace(query=urlencode(query, safe="<>:")))
+        if parts.query:
+            query = [
+                (k, self.placeholder(v) if is_secret_key(k) and _holds_secret(v) else self.scrub(v))
+                for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            ]
+            url = urlunsplit(parts._replace(query=urlencode(query, safe="<>:")))
+        return self.scrub(url)
 
 
 class ClearText(Redactor):
     """--no-redact: everything is kept as it came."""
 
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = b""
+
     def placeholder(self, secret: str | bytes) -> str:
         return secret if isinstance(secret, str) else secret.decode("utf-8", "replace")
+
+    def scrub(self, text: str) -> str:
+        return text
 
     def json(self, value: Any) -> Any:
         return value
 
+    def dumps(self, value: Any) -> str | None:
+        return dumps(value)
+
     def every_string(self, value: Any) -> Any:
         return value
 
-    def text(self, data: str) -> str:
+    def text(self, data: str, state: StreamState | None = None) -> str:
         return data
 
-    def sse(self, text: bytes, events: list[SSEEvent]) -> str:
-        return text.decode("utf-8", "replace")
+    def sse(self, text: str, events: list[SSEEvent], state: StreamState | None = None) -> str:
+        return text
+
+    def sse_text(self, text: str) -> str:
+        return text
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return list(headers)
@@ -190,18 +438,19 @@ class ClearText(Redactor):
         return url
 
 
-def _is_secret_key(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
-    lowered = key.lower()
-    return lowered in SECRET_KEYS or lowered.endswith("_token")
+def _holds_secret(value: object) -> bool:
+    """A value that can be a secret: a string (not already a placeholder), an object, an
+    array; never null, a number or a boolean."""
+    if isinstance(value, str):
+        return bool(value) and _PLACEHOLDER.fullmatch(value) is None
+    return isinstance(value, dict | list) and bool(value)
 
 
 def _is_placeholder(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(PLACEHOLDER_PREFIX)
+    return isinstance(value, str) and _PLACEHOLDER.fullmatch(value) is not None
 
 
 def _secret_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return dumps(value) or ""

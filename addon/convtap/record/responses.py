@@ -4,17 +4,20 @@ run, and the outputs the next request's `input` carries back, in the same `tool_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.output import Output
-from convtap.wire.jsonvalue import dumps, loads_or_none
+from convtap.record.redact_stream import StreamRedaction
+from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import OUTPUTS, ResponsesDecoder, client_calls
 from convtap.wire.sse import SSEParser
 
 
 @dataclass
 class ResponsesFlow:
+    redaction: StreamRedaction  # what is stored of its stream, secrets cut out
     decoder: ResponsesDecoder = field(default_factory=ResponsesDecoder)
     parser: SSEParser = field(default_factory=SSEParser)
 
@@ -37,29 +40,40 @@ class ResponsesSide:
                 "id": f"{flow_id}:{n}", "protocol": "responses", "flow_id": flow_id,
                 "conversation_id": previous if isinstance(previous, str) else None,
                 "message_id": item.get("id"), "tool": item.get("type"),
-                "body_call_id": item.get("call_id"), "message": dumps(out.redact.json(item)),
+                "body_call_id": item.get("call_id"), "message": out.redact.dumps(item),
                 "returned_at": at,
             })  # fmt: skip
             out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
-        self.flows[flow_id] = ResponsesFlow()
+        self.flows[flow_id] = ResponsesFlow(StreamRedaction(self.out.redact))
 
     def chunk(self, flow_id: str, data: bytes, at: float) -> None:
-        flow = self.flows.setdefault(flow_id, ResponsesFlow())
+        flow = self.flows.get(flow_id)
+        if flow is None:
+            self.start(flow_id)
+            flow = self.flows[flow_id]
         events = flow.parser.feed(data)
         if not events:
             return
-        self.out.raw(flow_id, at, "sse", len(events),
-                     self.out.redact.sse(flow.parser.consumed, events))  # fmt: skip
+        text = flow.parser.consumed.decode("utf-8", "replace")
+        flow.redaction.chunk(at, text, events, self._raw(flow_id))
         for event in events:
             flow.decoder.feed(event)
+
+    def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
+        return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text)
+
+    def flush_older(self, than: float) -> None:
+        for flow in self.flows.values():
+            flow.redaction.flush_older(than)
 
     def end(self, flow_id: str, body: bytes | None, at: float) -> bool:
         """The response is over: record its calls. `body` is a JSON answer (not streamed).
         True when the stream was cut inside an event."""
-        flow = self.flows.pop(flow_id, None) or ResponsesFlow()
+        flow = self.flows.pop(flow_id, None) or ResponsesFlow(StreamRedaction(self.out.redact))
+        flow.redaction.flush()
         value = loads_or_none(body.lstrip()) if body else None
         if isinstance(value, dict):
             flow.decoder.response(value)
@@ -76,9 +90,10 @@ class ResponsesSide:
                 "call_id": call_id, "protocol": "responses", "turn_id": flow_id,
                 "conversation_id": decoder.response_id, "recipient": call["type"],
                 "kind": "client", "tool": call["name"] or call["type"],
-                "arguments": dumps(out.redact.json(arguments)) if not isinstance(arguments, str)
+                "arguments": out.redact.dumps(arguments) if not isinstance(arguments, str)
                 else None,
-                "arguments_text": arguments if isinstance(arguments, str) else dumps(arguments),
+                "arguments_text": out.redact.text(arguments) if isinstance(arguments, str)
+                else out.redact.dumps(arguments),
                 "complete": 1, "called_at": at, "item_id": call["item_id"],
             })  # fmt: skip
             out.say(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "

@@ -166,18 +166,24 @@ class JournalConsumer:
         """Until the journal is closed, or the proxy is gone and its journal read to the end."""
         gone = False
         while True:
-            count = 0
-            for event, position in self.reader.read(writer_gone=gone):
-                count += 1
-                self._take(event, position)
-            self.writer.tick()
-            self._drop_consumed()
+            count = self.catch_up(writer_gone=gone)
             if self.reader.closed:
                 return
             if count == 0:
                 if gone:
                     return
+                self.recorder.idle(time.time())
                 gone = proxy_gone(IDLE)
+
+    def catch_up(self, *, writer_gone: bool = False) -> int:
+        """Record what the journal holds now; how many records that was."""
+        count = 0
+        for event, position in self.reader.read(limit=512, writer_gone=writer_gone):
+            count += 1
+            self._take(event, position)
+        self.writer.tick()
+        self._drop_consumed()
+        return count
 
     def close(self) -> None:
         """Every flow still open was cut; the last findings; the journal removed if done."""

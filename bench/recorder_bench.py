@@ -1,0 +1,164 @@
+"""The recorder's own throughput: a journal of turns recorded into a database, in one run against
+the same bytes through the decoder alone and through json.loads alone.
+
+    python bench/recorder_bench.py [--mb 50] [--soak 20000]
+
+1. Throughput: --mb of decode_bench's turns are journaled (as the proxy does, 16 KiB chunks),
+   then `JournalConsumer` (the recorder process's loop) records them: framing, delta v1,
+   redaction, the rules, the rows and SQLite. Compare with the proxy's line rate from
+   proxy_bench (the recorder must keep up with it).
+2. Soak: --soak small turns (a call each) through the same recorder, with its process memory
+   (VmRSS) sampled after each quarter: the first quarter against the last must stay flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make the checkout's `bench` importable
+    sys.path.insert(0, str(ROOT))
+
+from convtap.record.events import (  # noqa: E402
+    BodyChunk,
+    RecorderEvent,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+)
+from convtap.record.journal import JournalWriter, journal_dir  # noqa: E402
+from convtap.record.worker import JournalConsumer  # noqa: E402
+from convtap.wire.turn import TurnDecoder  # noqa: E402
+
+from bench.decode_bench import baseline, generate, sse  # noqa: E402
+
+PATH = "/backend-api/f/conversation"
+STREAM = (("content-type", "text/event-stream"),)
+
+
+def turn_events(n: int, body: bytes, chunk: int = 16384) -> list[RecorderEvent]:
+    request = json.dumps({"action": "next", "conversation_id": f"conv-{n:06d}", "messages": [],
+                          "model": "m", "parent_message_id": f"p-{n}"}).encode()  # fmt: skip
+    flow = f"flow-{n:06d}"
+    events: list[RecorderEvent] = [
+        RequestSeen(flow, "POST", "https://x" + PATH, "x", PATH, (), request, float(n)),
+        ResponseStarted(flow, 200, STREAM),
+    ]
+    events += [BodyChunk(flow, body[i : i + chunk], float(n)) for i in range(0, len(body), chunk)]
+    events.append(ResponseEnded(flow, 200, STREAM, None, "complete", float(n)))
+    return events
+
+
+def record(db: Path, bodies: list[bytes]) -> float:
+    """Journal the turns, then time the recorder consuming them to the end."""
+    journal = JournalWriter(journal_dir(db))
+    for n, body in enumerate(bodies):
+        for event in turn_events(n, body):
+            journal.append(event)
+    journal.close()
+    start = time.perf_counter()
+    consumer = JournalConsumer(str(db), redact=True, echo="off")
+    consumer.run(lambda timeout: True)
+    consumer.close()
+    return time.perf_counter() - start
+
+
+def decoder_only(bodies: list[bytes]) -> float:
+    start = time.perf_counter()
+    for body in bodies:
+        turn = TurnDecoder()
+        for i in range(0, len(body), 16384):
+            turn.feed(body[i : i + 16384])
+        turn.close()
+    return time.perf_counter() - start
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def small_turn(rng: random.Random, n: int) -> bytes:
+    """A short turn with a local call: what a long session is made of."""
+    conv = f"soak-{n:06d}"
+    call = {"id": f"{conv}-call", "author": {"role": "assistant", "name": None, "metadata": {}},
+            "content": {"content_type": "code", "language": "json", "text": ""},
+            "status": "in_progress", "recipient": "local.alefita_way", "channel": "commentary",
+            "metadata": {}, "end_turn": None, "weight": 1, "create_time": 1.0}  # fmt: skip
+    parts = [
+        sse('"v1"', "delta_encoding"),
+        sse({"p": "", "o": "add", "v": {"message": call, "conversation_id": conv}}, "delta"),
+        sse({"p": "/message/content/text", "o": "append", "v": '{"message": "'}, "delta"),
+    ]
+    parts += [sse({"v": rng.choice(["a ", "b ", "c "])}, "delta") for _ in range(40)]
+    parts += [sse({"v": '"}'}, "delta"),
+              sse({"p": "/message/status", "o": "replace", "v": "finished_successfully"},
+                  "delta"),
+              sse({"type": "message_stream_complete", "conversation_id": conv}),
+              sse("[DONE]")]  # fmt: skip
+    return "".join(parts).encode()
+
+
+def soak(tmp: Path, turns: int) -> list[float]:
+    """Memory of the recorder after each quarter of `turns` small turns."""
+    db = tmp / "soak.db"
+    rng = random.Random(3)
+    consumer = JournalConsumer(str(db), redact=True, echo="off")
+    journal = JournalWriter(journal_dir(db))
+    samples = []
+    quarter = max(turns // 4, 1)
+    for n in range(turns):
+        for event in turn_events(n, small_turn(rng, n)):
+            journal.append(event)
+        if (n + 1) % 200 == 0:
+            while consumer.catch_up():
+                pass
+        if (n + 1) % quarter == 0:
+            samples.append(rss_mb())
+    journal.close()
+    consumer.run(lambda timeout: True)
+    consumer.close()
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mb", type=float, default=50.0)
+    parser.add_argument("--soak", type=int, default=20000, help="small turns for the soak")
+    args = parser.parse_args()
+    bodies = generate(args.mb)
+    size = sum(map(len, bodies)) / 1e6
+    with tempfile.TemporaryDirectory(prefix="recorder_bench-") as tmp:
+        loads_floor = baseline(json.loads)
+        start = time.perf_counter()
+        loads_floor(bodies)
+        floor = time.perf_counter() - start
+        decoding = decoder_only(bodies)
+        recording = record(Path(tmp) / "bench.db", bodies)
+        samples = soak(Path(tmp), args.soak)
+    print(f"{size:.1f} MB of turns ({len(bodies)} turns), 16 KiB chunks, one run")
+    print(f"{'':44} {'seconds':>8} {'MB/s':>7} {'vs json.loads':>14}")
+    for label, seconds in (
+        ("json.loads of every data line (floor)", floor),
+        ("decoder alone (TurnDecoder)", decoding),
+        ("recorder: journal -> SQLite, redacted, audited", recording),
+    ):
+        print(f"{label:44} {seconds:8.2f} {size / seconds:7.1f} {floor / seconds:13.2f}x")
+    first, last = samples[0], samples[-1]
+    print(f"soak: {args.soak:,} small turns with a call each; recorder RSS after each quarter: "
+          + ", ".join(f"{s:.1f}" for s in samples) + f" MB; last vs first {last - first:+.1f} MB "
+          + ("(flat)" if last - first <= 16 else "(GROWS)"))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
