@@ -15,6 +15,7 @@ from convtap.contract.registry import Finding, Verdict, Where, as_dict, as_str, 
 from convtap.contract.registry import checks as registered_checks
 from convtap.contract.responses import ResponsesAuditor
 from convtap.contract.returns import Call, CallFacts, OpenCall, RequestFacts, ReturnFacts
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 
 __all__ = ["Auditor", "Call", "checks"]
@@ -26,14 +27,17 @@ def checks() -> dict[str, Callable[[Any], Verdict]]:
 
 
 class Auditor:
-    def __init__(self) -> None:
-        self.calls: dict[str, Call] = {}
-        self.signatures: dict[str, dict[str, dict[str, Any]]] = {}  # turn id -> name -> signature
-        self.seen_ids: dict[str | None, set[str]] = {}  # conversation -> message ids shown
-        self.prepared: dict[str, float] = {}  # conversation -> time of its latest prepare
-        self.challenges: dict[str, str] = {}  # challenge -> the flow that sent it first
+    """`limit` bounds every map (a live recorder forgets the oldest calls, turns and
+    conversations past it); `convtap audit` runs unbounded over the whole capture."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.calls: Bounded[str, Call] = Bounded(limit)
+        self.signatures: Bounded[str, dict[str, dict[str, Any]]] = Bounded(limit)  # per turn
+        self.seen_ids: Bounded[str | None, set[str]] = Bounded(limit)  # per conversation
+        self.prepared: Bounded[str, float] = Bounded(limit)  # conversation -> latest prepare
+        self.challenges: Bounded[str, str] = Bounded(limit)  # challenge -> its first flow
         self.returns = 0
-        self.responses = ResponsesAuditor()  # the Responses API's calls and outputs
+        self.responses = ResponsesAuditor(limit)  # the Responses API's calls and outputs
 
     @property
     def answers(self) -> int:
@@ -45,7 +49,10 @@ class Auditor:
             self.prepared[conversation_id] = at
 
     def seen(self, conversation_id: str | None, message_ids: Iterable[str]) -> None:
-        self.seen_ids.setdefault(conversation_id, set()).update(message_ids)
+        known = self.seen_ids.get(conversation_id)
+        if known is None:
+            known = self.seen_ids[conversation_id] = set()
+        known.update(message_ids)
 
     def request(self, flow_id: str, body: Any, at: float) -> list[Finding]:
         """A conversation request: its turn's declarations, and the returns it carries."""
@@ -73,7 +80,8 @@ class Auditor:
         )
         parent = as_str(body.get("parent_message_id"))
         returns = [m for m in messages if _role(m) == "tool"]
-        if not returns and parent in self.calls and self.calls[parent].kind == "local" and messages:
+        answered = self.calls.get(parent) if parent is not None else None
+        if not returns and answered is not None and answered.kind == "local" and messages:
             returns = messages[:1]  # answering a call without a tool message: check what came
         for message in returns:
             found += self._return(message, messages, parent, conversation, flow_id, at)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from convtap.contract.registry import MISSING, Finding, Violation, Where, as_str, check, run_checks
 from convtap.models import TOOLS_ADAPTER
+from convtap.wire.bounded import Bounded
 from convtap.wire.responses import CLIENT_CALLS, OUTPUTS
 
 
@@ -123,10 +124,10 @@ def call_unanswered(o: OpenClientCall) -> Violation | None:
 class ResponsesAuditor:
     """What the Responses API rules need to know: each response's client calls."""
 
-    def __init__(self) -> None:
-        self.calls: dict[str, dict[str, Any]] = {}  # call_id -> client call
-        self.items: dict[str, dict[str, Any]] = {}  # item id (fc_...) -> client call
-        self.by_response: dict[str | None, list[dict[str, Any]]] = {}
+    def __init__(self, limit: int | None = None) -> None:
+        self.calls: Bounded[str, dict[str, Any]] = Bounded(limit)  # call_id -> client call
+        self.items: Bounded[str, dict[str, Any]] = Bounded(limit)  # item id (fc_...) -> call
+        self.by_response: Bounded[str | None, list[dict[str, Any]]] = Bounded(limit)
         self.outputs = 0
 
     def response(
@@ -139,7 +140,10 @@ class ResponsesAuditor:
                 self.calls[call["call_id"]] = record
             if call.get("item_id"):
                 self.items[call["item_id"]] = record
-            self.by_response.setdefault(response_id, []).append(record)
+            known = self.by_response.get(response_id)
+            if known is None:
+                known = self.by_response[response_id] = []
+            known.append(record)
         return []
 
     def request(self, flow_id: str, body: Any, at: float) -> list[Finding]:

@@ -9,21 +9,23 @@ turn whose stream handed off to it.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.contract.returns import Call
 from convtap.record.output import Output
 from convtap.record.redact_stream import StreamRedaction
+from convtap.wire.bounded import Bounded
 from convtap.wire.delta import Update
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import TurnRequest, conversation_nodes
 from convtap.wire.sse import SSEEvent
 from convtap.wire.turn import TurnDecoder, handoff_topic, message_text, tool_call
 
-WRITTEN_MEMORY = 100_000  # message rows remembered, so that unchanged echoes are not rewritten
-KNOWN_CALLS = 100_000  # call ids remembered for the live `return` lines
+WRITTEN_MEMORY = 20_000  # message rows remembered, so that unchanged echoes are not rewritten
+KNOWN_CALLS = 4096  # call ids remembered for the live `return` lines
+OPEN_TURNS = 1024  # turns that may still get a resume leg or a WebSocket continuation
 WS_BACKLOG = 2000  # server frames kept until a turn claims their topic
 
 
@@ -45,11 +47,11 @@ class Turn:
 class ConversationSide:
     def __init__(self, out: Output) -> None:
         self.out = out
-        self.open_turns: dict[str, Turn] = {}  # conversation id -> its turn still streaming
-        self.topics: dict[str, Turn] = {}  # WebSocket turn topic -> the turn it continues
-        self.known_calls: OrderedDict[str, str] = OrderedDict()  # call id -> recipient
-        self.echoed: set[str] = set()  # calls already printed (history echoes repeat them)
-        self.written: dict[str, tuple[Any, ...]] = {}  # message id -> what its row holds
+        self.open_turns: Bounded[str, Turn] = Bounded(OPEN_TURNS)  # conversation -> its turn
+        self.topics: Bounded[str, Turn] = Bounded(OPEN_TURNS)  # WebSocket turn topic -> turn
+        self.known_calls: Bounded[str, str] = Bounded(KNOWN_CALLS)  # call id -> recipient
+        self.echoed: Bounded[str, bool] = Bounded(KNOWN_CALLS)  # calls already printed
+        self.written: Bounded[str, tuple[Any, ...]] = Bounded(WRITTEN_MEMORY)  # message rows
         self.ws_backlog: deque[str] = deque(maxlen=WS_BACKLOG)  # frames before their handoff
 
     # -- requests --------------------------------------------------------------------------------
@@ -179,8 +181,6 @@ class ConversationSide:
         if call is None:
             return
         self.known_calls[call.call_id] = call.recipient
-        if len(self.known_calls) > KNOWN_CALLS:
-            self.known_calls.popitem(last=False)
         self.out.upsert("tool_calls", {
             "call_id": call.call_id, "protocol": "f-conversation", "turn_id": turn.id,
             "conversation_id": conversation_id, "recipient": call.recipient, "kind": call.kind,
@@ -189,7 +189,7 @@ class ConversationSide:
             "complete": int(call.complete), "called_at": at,
         })  # fmt: skip
         if call.complete and call.call_id not in self.echoed:
-            self.echoed.add(call.call_id)
+            self.echoed[call.call_id] = True
             self.out.say(f"call    {call.recipient}  {call.call_id}  {call.arguments_text}")
             self.out.report(self.out.auditor.call(Call(
                 call.call_id, call.recipient, call.kind, call.tool, call.arguments,
@@ -210,19 +210,17 @@ class ConversationSide:
         )
         if self.written.get(message["id"]) == fingerprint:
             return
-        if len(self.written) >= WRITTEN_MEMORY:  # forget the oldest half
-            for key in list(self.written)[: WRITTEN_MEMORY // 2]:
-                del self.written[key]
         self.written[message["id"]] = fingerprint
         author = message.get("author") or {}
         content = message.get("content") or {}
+        stored, stored_text = self.out.redact.message(message, text, turn.redaction.values_clean)
         self.out.upsert("messages", {
             "id": message["id"], "conversation_id": turn.conversation_id, "turn_id": turn.id,
             "role": author.get("role"), "name": author.get("name"),
             "recipient": message.get("recipient"), "channel": message.get("channel"),
             "content_type": content.get("content_type") if isinstance(content, dict) else None,
-            "status": message.get("status"), "text": self.out.redact.text(text),
-            "json": self.out.redact.dumps(message), "first_seen_at": at, "updated_at": at,
+            "status": message.get("status"), "text": stored_text, "json": stored,
+            "first_seen_at": at, "updated_at": at,
         })  # fmt: skip
 
     def persist(self, turn: Turn, at: float) -> None:

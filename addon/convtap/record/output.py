@@ -12,6 +12,8 @@ from convtap.contract.auditor import Auditor
 from convtap.contract.registry import Finding
 from convtap.record.redact import Redactor
 
+LIVE_LIMIT = 4096  # calls, turns and conversations the live audit remembers
+
 
 class Sink(Protocol):
     def put(self, kind: str, table: str, row: dict[str, Any]) -> None: ...
@@ -23,7 +25,7 @@ class Output:
     ) -> None:
         self.sink, self.redact = sink, redactor
         self.echo: Callable[[str], None] = echo or (lambda line: None)
-        self.auditor = Auditor()  # the contract rules, checked as the session happens
+        self.auditor = Auditor(LIVE_LIMIT)  # the contract rules, checked as the session happens
         self.quiet = False  # rebuilding state after a crash: what it derives is already stored
         self._seq: dict[str, int] = {}  # flow id -> the next raw event row's number
 

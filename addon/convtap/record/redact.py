@@ -141,20 +141,18 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
              '"resume_conversation_token"')  # fmt: skip
 
 
-def _automaton() -> Any:
+def _automaton(words: Iterable[str]) -> Any:
     finder = ahocorasick.Automaton()
-    for part in KEY_PARTS:
-        finder.add_word(part, "key")
-    for pattern in VALUE_PATTERNS:
-        for hint in pattern.hints:
-            finder.add_word(hint.replace("-", "_"), "value")  # as the text is folded
-    for exact in EXACT_KEYS:
-        finder.add_word(f'"{exact}"', "key")
+    for word in words:
+        finder.add_word(word.replace("-", "_"), word)  # as the text is folded
     finder.make_automaton()
     return finder
 
 
-_FINDER = _automaton()
+_KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS)]
+_VALUE_HINTS = _automaton(hint for pattern in VALUE_PATTERNS for hint in pattern.hints)
+_ALL_HINTS = _automaton([*_KEY_HINTS, *(h for p in VALUE_PATTERNS for h in p.hints)])
+_IS_KEY_HINT = frozenset(hint.replace("-", "_") for hint in _KEY_HINTS)
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
 
 
@@ -167,19 +165,32 @@ def _unescaped(text: str) -> str:
 
 def hints(text: str) -> tuple[bool, bool]:
     """(a secret key may be named, a secret value may be there) in this text."""
-    low = _unescaped(text).lower().replace("-", "_")
+    low = _folded(text)
     for harmless in _HARMLESS:
         if harmless in low:
             low = low.replace(harmless, "")
     keys = values = False
-    for _, kind in _FINDER.iter(low):
-        if kind == "key":
+    for _, hint in _ALL_HINTS.iter(low):  # one pass; most text has no hint at all
+        if hint.replace("-", "_") in _IS_KEY_HINT:
             keys = True
         else:
             values = True
         if keys and values:
             break
     return keys, values
+
+
+def value_hints(text: str) -> bool:
+    """A secret value may be in this text."""
+    return _found(_VALUE_HINTS, _folded(text))
+
+
+def _folded(text: str) -> str:
+    return _unescaped(text).lower().replace("-", "_")
+
+
+def _found(finder: Any, text: str) -> bool:
+    return next(finder.iter(text), None) is not None
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
@@ -314,9 +325,37 @@ class Redactor:
             return out
         if isinstance(value, list):
             return [self._walk(item, scrub) for item in value]
-        if isinstance(value, str) and scrub:
-            return self.scrub(value)
+        if isinstance(value, str):
+            if value[:1] == "{" and value[-1:] == "}":  # JSON in a string: a call's arguments
+                return self._json_text(value, scrub)
+            if scrub:
+                return self.scrub(value)
         return value
+
+    def _json_text(self, text: str, scrub: bool) -> str:
+        """JSON text inside a string, redacted as JSON (its keys count) when it parses."""
+        try:
+            value = loads(text)
+        except (ValueError, RecursionError):
+            return self.scrub(text) if scrub else text
+        redacted = self._walk(value, scrub)
+        return text if redacted == value else dumps(redacted) or text
+
+    def message(
+        self, message: dict[str, Any], text: str, values_clean: bool = False
+    ) -> tuple[str, str]:
+        """A message as stored: its JSON and its text, redacted. `values_clean`: the stream it
+        came in had no hint of a secret value, so only its keys are looked at (a walk of its
+        structure, not of its text)."""
+        raw = dumps(message) or ""
+        keys, values = hints(raw)
+        scrub = values and not values_clean
+        stored = self._walk(message, scrub) if keys or scrub else message
+        if text[:1] == "{" and text[-1:] == "}":
+            text = self._json_text(text, scrub)
+        elif scrub:
+            text = self.scrub(text)
+        return dumps(stored) or "", text
 
     def every_string(self, value: Any) -> Any:
         """For bodies that are secret through and through (the sentinel exchange): every string
@@ -403,6 +442,11 @@ class Redactor:
 
 class ClearText(Redactor):
     """--no-redact: everything is kept as it came."""
+
+    def message(
+        self, message: dict[str, Any], text: str, values_clean: bool = False
+    ) -> tuple[str, str]:
+        return dumps(message) or "", text
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = b""

@@ -16,12 +16,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from convtap.record.redact import Redactor, StreamState, find_secrets, hints
+from convtap.record.redact import Redactor, StreamState, find_secrets, hints, value_hints
 from convtap.wire.jsonvalue import dumps, loads
 from convtap.wire.sse import SSEEvent, format_event
 
-# A bare frame as the server writes it; its string's JSON text (escapes kept) in group 1.
-_BARE = re.compile(r'event: delta\ndata: \{"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n')
+# A delta ending in a string `v` (a bare frame, an append, ...) as the server writes it; the
+# string's JSON text (escapes kept) in group 1: what is appended, put back together.
+_STRING_DELTA = re.compile(
+    r'event: delta\ndata: \{(?:"p": ?("[^"\\\n]*"), ?"o": ?"append", ?)?'
+    r'"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n'
+)
 TAIL = 400  # characters of appended text kept to find a secret cut at a chunk boundary
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
@@ -43,15 +47,19 @@ class StreamRedaction:
     state: StreamState = field(default_factory=StreamState)
     held: Held | None = None
     tail: str = ""  # the end of the appended text so far, as JSON string text
+    values_clean: bool = True  # no hint of a secret value in the stream so far
 
     def chunk(self, at: float, text: str, events: list[SSEEvent], keep: Keep) -> None:
         """A chunk's complete events: the held one goes out (redacted), this one is held."""
-        appended = "".join(_BARE.findall(text))
-        window = self.tail + appended
-        keys, values = hints(text)
-        if not values:
-            _, values = hints(window)
+        # the rest, an append's path (or None for a bare frame), its string, the rest, ...
+        parts = _STRING_DELTA.split(text)
+        window = self.tail + "".join(parts[2::3])
+        paths = [p for p in parts[1::3] if p]
+        keys, values = hints("".join(parts[0::3]) + "".join(paths))
+        values = values or value_hints(window)
         self.tail = window[-TAIL:]
+        if values:
+            self.values_clean = False
         if not (keys or values or self.state.secret_path):
             self.flush()
             self.held = Held(at, text, events, keep)

@@ -32,7 +32,12 @@ def loads_or_none(text: str | bytes | None) -> JSON:
 
 def dumps(value: Any) -> str | None:
     """A value as stored: sorted keys, non-ASCII kept; None stays None (SQL NULL)."""
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # what orjson refuses (integers beyond 64 bits): the stdlib writes it
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def _refuse_constant(name: str) -> None:
