@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import time
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from convtap.record.redact import Redactor
 from convtap.record.store import DEFAULT_DB
-from convtap.wire.turn import TurnDecoder, decode_turn, message_text, tool_call
+from convtap.wire.jsonvalue import allow_deep_json
 
 MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
 
@@ -29,21 +26,13 @@ db_option = click.option(
 @click.version_option(package_name="convtap")
 def main() -> None:
     """convtap: record, decode and audit ChatGPT's f/conversation protocol."""
+    allow_deep_json()
 
 
 def fail(message: str) -> NoReturn:
     """Bad input or usage: one line on stderr, exit 2."""
     click.echo(f"convtap: {message}", err=True)
     sys.exit(2)
-
-
-def read_input(name: str) -> bytes:
-    try:
-        if name == "-":
-            return sys.stdin.buffer.read()
-        return Path(name).read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {name}: {exc.strerror or exc}")
 
 
 @main.command()
@@ -82,85 +71,16 @@ def decode(
       convtap decode captures/examples/sse/alefita_way_call.sse
       convtap decode --format json body.sse resume.sse --ws frames.jsonl
     """
-    from convtap.wire.responses import decode_responses, looks_like_responses
+    from convtap.record.decoding import DecodeInputError
+    from convtap.record.decoding import decode as decode_files
 
-    bodies = [read_input(name) for name in files]
-    render: Callable[[dict[str, Any]], str]
-    if protocol == "responses" or (protocol == "auto" and looks_like_responses(bodies[0])):
-        result = decode_responses(bodies).result()
-        render = render_responses
-    else:
-        frames: list[str] = []
-        if ws_path is not None:
-            text = read_input(ws_path).decode("utf-8", "replace")
-            frames = [line for line in text.splitlines() if line.strip()]
-        turn = decode_turn(bodies, frames)
-        result = turn.result()
-        render = functools.partial(render_turn, turn)
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
-    else:
-        result = Redactor().json(result)
-    click.echo(
-        json.dumps(result, ensure_ascii=False, indent=2) if fmt == "json" else render(result)
-    )
-
-
-def render_responses(result: dict[str, Any]) -> str:
-    """A decoded Responses API stream for people: its items, the client calls marked."""
-    lines = [
-        f"response {result['response_id'] or '-'} · {result['status'] or 'no status'} · "
-        f"{len(result['event_types'])} event types"
-    ]
-    for item in result["output_items"]:
-        name = item.get("name") or item.get("role") or ""
-        lines.append(
-            f"── {item.get('type')} {name} · id {item.get('id')}"
-            + (f" · call_id {item['call_id']}" if item.get("call_id") else "")
-        )
-    for call in result["tool_calls"]:
-        lines.append(
-            f"   ⚙ client call: {call['type']} {call['name'] or ''} "
-            f"call_id {call['call_id']} (item {call['item_id']})"
-        )
-    lines += [f"   error {e['event_index']}: {e['kind']}: {e['detail']}" for e in result["errors"]]
-    return "\n".join(lines)
-
-
-def render_turn(turn: TurnDecoder, result: dict[str, Any]) -> str:
-    """The decoded turn for people: one block per message, tool calls marked, errors listed."""
-    state = ["done" if result["done"] else "no [DONE]"]
-    if result["stream_complete"]:
-        state.append("stream complete")
-    if result["truncated"]:
-        state.append("TRUNCATED (the last body ended inside an event)")
-    encoding = result["encoding"] or "legacy"
-    lines = [
-        f"conversation {result['conversation_id'] or '-'} · encoding {encoding}"
-        f" · {result['event_count']} events · {turn.legs} leg(s) · {', '.join(state)}",
-    ]
-    for message in result["messages"]:
-        author = message.get("author") or {}
-        role = author.get("role", "?") + (f" ({author['name']})" if author.get("name") else "")
-        recipient = message.get("recipient") or "all"
-        details = [str(message.get(k)) for k in ("channel", "status") if message.get(k)]
-        lines += ["", f"── {role} → {recipient} · {' · '.join(details)} · {message['id']}"]
-        call = tool_call(message)
-        if call is not None:
-            state_word = "complete" if call.complete else "in progress"
-            lines.append(f"   ⚙ {call.kind} tool call: {call.tool} ({state_word})")
-        text = message_text(message)
-        lines += [f"   {line}" for line in text.splitlines() or ([text] if text else [])]
-    for label, key in (("event", "events"), ("other event", "other_events")):
-        if result[key]:
-            kinds = [e.get("type", "?") if key == "events" else ",".join(e) for e in result[key]]
-            lines += ["", f"{len(kinds)} {label}(s): {', '.join(kinds)}"]
-    if result["errors"]:
-        lines += ["", f"{len(result['errors'])} decode error(s):"]
-        lines += [
-            f"  event {e['event_index']}: {e['kind']}: {e['detail']}" for e in result["errors"]
-        ]
-    return "\n".join(lines)
+    try:
+        decode_files(list(files), sys.stdout, fmt=fmt, protocol=protocol, ws_path=ws_path,
+                     redact=not no_redact)  # fmt: skip
+    except DecodeInputError as exc:
+        fail(str(exc))
 
 
 @main.command()
@@ -300,7 +220,8 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
             fail(f"cannot read {path}: no such file")
     try:
         total = sum(p.stat().st_size for p in files)
-        with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+        with click.progressbar(length=total, label="importing", file=sys.stderr,
+                               hidden=not sys.stderr.isatty()) as bar:  # fmt: skip
             results = import_into(db, list(files), redact=not no_redact, progress=bar.update)
     except StoreError as exc:
         fail(str(exc))

@@ -386,7 +386,7 @@ class RefClient:
             for chunk in self.open_stream(path, resume, {"x-conduit-token": conduit}):
                 turn.feed(chunk)
             turn.end_leg()
-        topic = handoff_topic(turn.decoder.events)
+        topic = handoff_topic(turn.decoder)
         if topic is not None:
             self.websocket = True
             asyncio.run(self._ws_leg(turn, topic))

@@ -3,7 +3,6 @@ one, audit it, list its call ledger. Each is one call for the CLI."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from convtap.contract.audit import AuditResult, audit
 from convtap.contract.registry import Finding
 from convtap.record.readers import DATABASES, CaptureError, import_file
 from convtap.record.store import (
+    StoreError,
     audit_timeline,
     call_ledger,
     connect,
@@ -23,6 +23,7 @@ from convtap.record.store import (
     flow_ids,
     open_readonly,
     replace_findings,
+    writable,
 )
 from convtap.record.worker import LocalRecorder
 from convtap.wire.jsonvalue import dumps
@@ -55,7 +56,7 @@ def import_into(
         for path in paths:
             try:
                 imported, skipped = import_file(path, local, seen, progress)
-            except CaptureError as exc:
+            except (CaptureError, StoreError) as exc:
                 results.append(FileImport(path, error=str(exc)))
             else:
                 results.append(FileImport(path, imported, skipped))
@@ -85,7 +86,7 @@ def as_database(path: Path) -> Iterator[Path]:
 def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
     """Audit a capture from scratch; its findings table is replaced by what this finds (unless
     the file is read-only: then nothing in it changes, and the result says so)."""
-    stored = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    stored = writable(path)
     db = connect(path, create=False) if stored else open_readonly(path)
     try:
         findings, answers = audit(audit_timeline(db))

@@ -121,7 +121,7 @@ class ConversationSide:
 
     def _claim_topic(self, turn: Turn, at: float) -> None:
         """The turn handed off to a WebSocket topic: it takes the frames already seen."""
-        topic = handoff_topic(turn.decoder.decoder.events)
+        topic = handoff_topic(turn.decoder.decoder)
         if topic is None or topic in self.topics:
             return
         turn.ws_topic = topic

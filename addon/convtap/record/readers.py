@@ -21,6 +21,7 @@ from mitmproxy.exceptions import FlowReadException
 from convtap.record.flows import flow_events
 from convtap.record.replay import replay_db
 from convtap.record.worker import LocalRecorder
+from convtap.wire.sse import SSEParser
 from convtap.wire.turn import decode_turn
 
 DATABASES = (".db", ".sqlite", ".sqlite3")
@@ -56,6 +57,9 @@ def sse_flows(path: Path) -> list[http.HTTPFlow]:
     flows = []
     for n, leg in enumerate(legs):
         body = leg.read_bytes()
+        parser = SSEParser()
+        if not parser.feed(body):
+            raise CaptureError(f"{leg}: no server-sent events in it (nothing to import)")
         url = SSE_URL if n == 0 else RESUME_URL
         flow = _flow("POST", url, request_body if n == 0 else b"{}", body, started + n)
         flows.append(flow)

@@ -59,8 +59,7 @@ class ResponsesSide:
             return
         text = flow.parser.consumed.decode("utf-8", "replace")
         flow.redaction.chunk(at, text, events, self._raw(flow_id))
-        for event in events:
-            flow.decoder.feed(event)
+        flow.decoder.feed_all(events, flow.parser.bad_utf8)
 
     def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
         return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text)

@@ -12,6 +12,7 @@ import contextlib
 import heapq
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -286,9 +287,9 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
             pass  # another convtap process made it a moment ago: its lock orders us
         except OSError as exc:
             raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
-    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK):
+    if not writable(path):
         raise StoreError(f"{path} is read-only: convtap needs to write into it (and beside it)")
-    _check_is_ours(path, allow_empty=True)
+    _check_is_ours(path, allow_empty=create)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
         db = sqlite_utils.Database(conn)
@@ -315,6 +316,16 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     return db
 
 
+def writable(path: Path) -> bool:
+    """The file and its folder may be written, and the file is not marked read-only (its
+    owner's write bit is off: respected even by root, who could write anyway)."""
+    try:
+        owner_writes = bool(path.stat().st_mode & stat.S_IWUSR)
+    except OSError:
+        return False
+    return owner_writes and os.access(path, os.R_OK | os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 def check_database(path: Path | str) -> None:
     """Refuse, before anything listens, a database convtap may not record into (made if new)."""
     connect(path).conn.close()
@@ -326,8 +337,10 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
     if not path.is_file():
         raise StoreError(f"no database at {path}")
     _check_is_ours(path, allow_empty=False)
+    # Nobody writing it (no WAL beside it): immutable, so that SQLite makes no side file either.
+    quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{quiet}", uri=True,
                                check_same_thread=False, timeout=BUSY_TIMEOUT)  # fmt: skip
         db = sqlite_utils.Database(conn)
         version = _version(db)

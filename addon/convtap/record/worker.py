@@ -46,6 +46,7 @@ from convtap.record.journal import (
 from convtap.record.recorder import Recorder
 from convtap.record.redact import ClearText, Redactor
 from convtap.record.store import StoreFull, Writer, audit_timeline
+from convtap.wire.jsonvalue import allow_deep_json
 from convtap.wire.session import endpoint_kind
 
 DISK_FULL = 3  # the recorder's exit status when the disk is full (the proxy goes on)
@@ -315,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C reaches the whole process group; the recorder ends when the journal is closed, or
     # when the proxy is gone (its pipe closes) and the journal is read to its end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    allow_deep_json()
     try:
         consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo)
         try:

@@ -4,6 +4,7 @@ long-lived map of a live recorder is one (the recorder runs for days; memory mus
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TypeVar
 
 K = TypeVar("K")
@@ -21,3 +22,25 @@ class Bounded(OrderedDict[K, V]):
         super().__setitem__(key, value)
         if self.limit is not None and len(self) > self.limit:
             self.popitem(last=False)
+
+
+class Kept(list[V]):
+    """A list that keeps its first `limit` items and counts the rest (`total`); `listener`, when
+    set, sees every item (so that a caller can stream them all)."""
+
+    def __init__(self, limit: int, listener: Callable[[V], object] | None = None) -> None:
+        super().__init__()
+        self.limit = limit
+        self.total = 0
+        self.listener = listener
+
+    def append(self, item: V) -> None:
+        self.total += 1
+        if self.listener is not None:
+            self.listener(item)
+        if len(self) < self.limit:
+            super().append(item)
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self)

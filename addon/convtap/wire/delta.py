@@ -13,10 +13,15 @@ from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
+from convtap.wire.bounded import Kept
 from convtap.wire.jsonvalue import JSON, loads
-from convtap.wire.sse import SSEEvent
+from convtap.wire.sse import OVERSIZED, SSEEvent
 
 OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
+MAX_KEPT = 1000  # typed events, other events and errors kept in memory (the rest are counted)
+MAX_MESSAGES = 10_000  # messages one turn may hold
+MAX_CHANNELS = 10_000  # roots (channels c) one turn may hold
+MAX_STRING = 16 * 1024 * 1024  # characters a string may grow to by appends
 
 
 class _Missing:
@@ -31,7 +36,9 @@ class DecodeError(NamedTuple):
     """A recorded decoding problem: which dispatched event (0-based), what kind, and why."""
 
     event_index: int
-    kind: str  # malformed-json | invalid-delta | unknown-encoding | unexpected-value | ws-frame
+    # malformed-json | invalid-delta | unknown-encoding | unexpected-value | ws-frame |
+    # invalid-utf8 | event-too-large | value-too-large | too-many-messages
+    kind: str
     detail: str
 
 
@@ -59,7 +66,13 @@ def is_message(value: object) -> TypeGuard[dict[str, Any]]:
 
 
 class DeltaDecoder:
-    """Decodes one turn's events, fed in wire order across all its legs."""
+    """Decodes one turn's events, fed in wire order across all its legs.
+
+    Its memory is bounded: typed events, other events and errors are kept up to `MAX_KEPT`
+    each and counted past it (a listener sees them all); a turn holds at most `MAX_MESSAGES`
+    messages and `MAX_CHANNELS` roots, and a string stops growing at `MAX_STRING` characters.
+    Each bound, when reached, is a decode error.
+    """
 
     def __init__(self) -> None:
         self.encoding: str | None = None
@@ -68,11 +81,13 @@ class DeltaDecoder:
         self.stream_complete = False
         self.event_index = 0  # index of the next dispatched event, [DONE] included
         self.event_count = 0  # PROTOCOL.md "Resume": dispatched events except [DONE]
-        self.events: list[dict[str, JSON]] = []
-        self.other_events: list[dict[str, JSON]] = []
-        self.errors: list[DecodeError] = []
+        self.events: Kept[dict[str, JSON]] = Kept(MAX_KEPT)
+        self.other_events: Kept[dict[str, JSON]] = Kept(MAX_KEPT)
+        self.errors: Kept[DecodeError] = Kept(MAX_KEPT)
+        self.handoff: dict[str, JSON] | None = None  # the last stream_handoff event
         self._messages: dict[str, dict[str, JSON]] = {}
         self._status: dict[str, JSON] = {}
+        self._bounds_hit: set[str] = set()
         self.reset_state()
 
     def reset_state(self) -> None:
@@ -82,6 +97,7 @@ class DeltaDecoder:
         # A string being appended to by bare frames, kept as pieces until something reads it:
         # (container, key, pieces). Joining once instead of on each frame keeps decoding linear.
         self._pending: tuple[Any, Any, list[str]] | None = None
+        self._pending_size = 0
 
     @property
     def messages(self) -> dict[str, dict[str, JSON]]:
@@ -104,9 +120,15 @@ class DeltaDecoder:
                 if type(obj) is dict and len(obj) == 1:
                     value = obj.get("v")
                     if type(value) is str:  # rule 2: a bare frame continuing a string append
-                        pending[2].append(value)
                         self.event_index += 1
                         self.event_count += 1
+                        self._pending_size += len(value)
+                        if self._pending_size <= MAX_STRING:
+                            pending[2].append(value)
+                        else:
+                            self._bound(self.event_index - 1, "value-too-large",
+                                        f"a string grew past {MAX_STRING} characters; the "
+                                        "rest of it is kept in the raw events only")  # fmt: skip
                         continue
             found = self.feed(event)
             if found:
@@ -121,6 +143,9 @@ class DeltaDecoder:
             self.done = True
             return [Update("done", None)]
         self.event_count += 1
+        if event.event == OVERSIZED:  # the framing's bound: not kept, reported
+            detail = f"an event of {data} bytes, over the limit; the stream goes on after it"
+            return self.record_error(index, "event-too-large", detail)
         try:
             obj = loads(data)
         except ValueError as exc:
@@ -156,7 +181,9 @@ class DeltaDecoder:
         if isinstance(kind, str):
             self.events.append(obj)
             updates.append(Update("event", obj))
-            if kind == "message_stream_complete":
+            if kind == "stream_handoff":
+                self.handoff = obj
+            elif kind == "message_stream_complete":
                 self.stream_complete = True
             elif kind == "input_message" and is_message(obj.get("input_message")):
                 updates += self._register(obj["input_message"])  # a snapshot of the input
@@ -167,15 +194,26 @@ class DeltaDecoder:
             updates.append(Update("other", obj))
         return updates
 
-    def _register(self, message: dict[str, JSON]) -> list[Update]:
+    def _register(self, message: dict[str, JSON]) -> Sequence[Update]:
         mid: str = message["id"]
         status = message.get("status")
         known = mid in self._messages
+        if not known and len(self._messages) >= MAX_MESSAGES:
+            return self._bound(self.event_index - 1, "too-many-messages",
+                               f"more than {MAX_MESSAGES} messages in one turn; the rest are "
+                               "kept in the raw events only")  # fmt: skip
         self._messages[mid] = message
         if known and self._status.get(mid) == status:
             return []
         self._status[mid] = status
         return [Update("message", mid)]
+
+    def _bound(self, index: int, kind: str, detail: str) -> Sequence[Update]:
+        """A bound reached: one decode error the first time, nothing after."""
+        if kind in self._bounds_hit:
+            return _NO_UPDATES
+        self._bounds_hit.add(kind)
+        return self.record_error(index, kind, detail)
 
     def record_error(self, index: int, kind: str, detail: str) -> Sequence[Update]:
         error = DecodeError(index, kind, detail)
@@ -201,7 +239,10 @@ class DeltaDecoder:
                 if root is not MISSING:
                     self._roots[c] = root
             else:
+                if c not in self._roots and len(self._roots) >= MAX_CHANNELS:
+                    raise InvalidDelta(f"more than {MAX_CHANNELS} channels in one turn")
                 self._pending = _apply(self._roots, c, _pointer(p), o, value)
+                self._pending_size = 0
         except InvalidDelta as exc:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
             return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")

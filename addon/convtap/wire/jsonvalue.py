@@ -4,11 +4,19 @@ what orjson refuses but JSON allows) and one canonical dump for stored values.""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import orjson
 
 JSON = Any
+MAX_DEPTH = 1024  # orjson's own limit; convtap's walks are made to reach it (RECURSION)
+RECURSION = 10_000  # the interpreter's recursion limit convtap's processes run with
+
+
+def allow_deep_json() -> None:
+    """Let recursive walks (redaction, shapes, copies) reach MAX_DEPTH levels."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION))
 
 
 def loads(text: str | bytes) -> JSON:
@@ -16,8 +24,13 @@ def loads(text: str | bytes) -> JSON:
     allows (integers beyond 64 bits, lone surrogate escapes). NaN and Infinity are refused."""
     try:
         return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text, parse_constant=_refuse_constant)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc) or "recursion" in str(exc):  # deeper than 1024: refused
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+        try:
+            return json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
 
 
 def loads_or_none(text: str | bytes | None) -> JSON:

@@ -13,12 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from convtap.wire.bounded import Bounded, Kept
 from convtap.wire.jsonvalue import loads
-from convtap.wire.sse import SSEEvent, SSEParser
+from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
 PROTOCOL = "responses"
 CLIENT_CALLS = ("function_call", "custom_tool_call", "tool_search_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
+MAX_KEPT = 1000  # errors and event types kept
+MAX_ITEMS = 10_000  # output items and argument streams a response may hold
+MAX_DELTAS = 100_000  # argument deltas one call may stream
 
 
 @dataclass
@@ -26,15 +30,28 @@ class ResponsesDecoder:
     response_id: str | None = None
     status: str | None = None
     event_types: list[str] = field(default_factory=list)  # distinct, in order of first appearance
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: Kept[dict[str, Any]] = field(default_factory=lambda: Kept(MAX_KEPT))
     event_count: int = 0
-    _items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> item
-    _arguments: dict[str, list[str]] = field(default_factory=dict)  # item id -> deltas
+    # output_index -> item, item id -> its argument deltas: bounded, like everything kept
+    _items: Bounded[int, dict[str, Any]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
+    _arguments: Bounded[str, list[str]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
+
+    def feed_all(self, events: list[SSEEvent], bad_utf8: list[int]) -> None:
+        """A parser's events, and where among them its bytes were not UTF-8."""
+        first = self.event_count
+        for event in events:
+            self.feed(event)
+        for position in bad_utf8:
+            detail = "bytes that are not UTF-8 (read as U+FFFD)"
+            self._error(first + position, "invalid-utf8", detail)
 
     def feed(self, event: SSEEvent) -> None:
         index = self.event_count
         self.event_count += 1
         if event.data == "[DONE]":
+            return
+        if event.event == OVERSIZED:
+            self._error(index, "event-too-large", f"an event of {event.data} bytes, over the limit")
             return
         try:
             obj = loads(event.data)
@@ -45,7 +62,7 @@ class ResponsesDecoder:
             self._error(index, "unexpected-value", "an event that is not a typed object")
             return
         kind = obj["type"]
-        if kind not in self.event_types:
+        if kind not in self.event_types and len(self.event_types) < MAX_KEPT:
             self.event_types.append(kind)
         response = obj.get("response")
         if isinstance(response, dict):
@@ -56,7 +73,11 @@ class ResponsesDecoder:
             self._items[position] = item  # .added, then replaced by .done
         if kind.endswith("_arguments.delta") or kind.endswith("_input.delta"):
             key = str(obj.get("item_id") or position)
-            self._arguments.setdefault(key, []).append(str(obj.get("delta", "")))
+            deltas = self._arguments.get(key)
+            if deltas is None:
+                deltas = self._arguments[key] = []
+            if len(deltas) < MAX_DELTAS:
+                deltas.append(str(obj.get("delta", "")))
         elif kind.endswith("_arguments.done") or kind.endswith("_input.done"):
             key = str(obj.get("item_id") or position)
             final = obj.get("arguments", obj.get("input"))
@@ -80,7 +101,10 @@ class ResponsesDecoder:
             self.status = response["status"]
         output = response.get("output")
         if final and isinstance(output, list) and output:
-            self._items = {n: item for n, item in enumerate(output) if isinstance(item, dict)}
+            self._items.clear()
+            for n, item in enumerate(output):
+                if isinstance(item, dict):
+                    self._items[n] = item
 
     def _item(self, key: str, position: Any) -> dict[str, Any] | None:
         for item in self._items.values():
@@ -157,8 +181,7 @@ def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
                 decoder.response(value)
             continue
         parser = SSEParser()
-        for event in parser.feed(body):
-            decoder.feed(event)
+        decoder.feed_all(parser.feed(body), parser.bad_utf8)
         parser.close()
     return decoder
 

@@ -79,17 +79,15 @@ def tool_calls(messages: Iterable[dict[str, Any]]) -> list[ToolCall]:
     return [call for m in messages if (call := tool_call(m)) is not None]
 
 
-def handoff_topic(events: Iterable[dict[str, Any]]) -> str | None:
-    """The WebSocket topic a `stream_handoff` event subscribes to, if any."""
-    for event in events:
-        if event.get("type") != "stream_handoff":
-            continue
-        options = event.get("options")
-        for option in options if isinstance(options, list) else ():
-            if isinstance(option, dict) and option.get("type") == "subscribe_ws_topic":
-                topic = option.get("topic_id")
-                if isinstance(topic, str):
-                    return topic
+def handoff_topic(decoder: DeltaDecoder) -> str | None:
+    """The WebSocket topic the turn's `stream_handoff` event subscribes to, if any."""
+    event = decoder.handoff
+    options = event.get("options") if event is not None else None
+    for option in options if isinstance(options, list) else ():
+        if isinstance(option, dict) and option.get("type") == "subscribe_ws_topic":
+            topic = option.get("topic_id")
+            if isinstance(topic, str):
+                return topic
     return None
 
 
@@ -112,10 +110,17 @@ class TurnDecoder:
         if self._parser is None:
             self._parser = SSEParser()
             self.legs += 1
-        events = self._parser.feed(chunk)
+        parser = self._parser
+        events = parser.feed(chunk)
         if on_events is not None and events:
-            on_events(self._parser.consumed, events)
-        return self.decoder.feed_all(events)
+            on_events(parser.consumed, events)
+        first = self.decoder.event_index
+        updates = self.decoder.feed_all(events)
+        for position in parser.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
+            updates += self.decoder.record_error(
+                first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
+            )
+        return updates
 
     def end_leg(self) -> None:
         if self._parser is not None:
@@ -126,12 +131,12 @@ class TurnDecoder:
         """One WebSocket frame; the turn topic continues the turn as its last leg."""
         if self._ws is None:
             self.end_leg()
-            self._ws = TurnTopicAssembler(handoff_topic(self.decoder.events))
+            self._ws = TurnTopicAssembler(handoff_topic(self.decoder))
             self.decoder.reset_state()  # PROTOCOL.md: decoded "with a fresh decoder"
-        errors_before = len(self._ws.errors)
         updates = self.feed(self._ws.feed(frame).encode())
-        for detail in self._ws.errors[errors_before:]:
+        for detail in self._ws.errors:
             updates += self.decoder.record_error(-1, "ws-frame", detail)
+        self._ws.errors.clear()  # told: the decoder keeps (and bounds) them
         return updates
 
     def close(self) -> list[Update]:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads
 
 TURN_TOPIC_PREFIX = "conversation-turn-"
+MAX_ITEMS = 100_000  # stream items remembered (seen, waiting for their parent)
 
 
 class TurnTopicAssembler:
@@ -24,9 +26,9 @@ class TurnTopicAssembler:
         self.done = False
         self.errors: list[str] = []  # frames that could not be read, with why
         self.frame_count = 0
-        self._seen: set[str] = set()
-        self._waiting: dict[str | None, dict[str, Any]] = {}  # parent id -> item
-        self._offsets: dict[str, int] = {}
+        self._seen: Bounded[str, bool] = Bounded(MAX_ITEMS)
+        self._waiting: Bounded[str | None, dict[str, Any]] = Bounded(MAX_ITEMS)  # parent -> item
+        self._offsets: Bounded[str, int] = Bounded(MAX_ITEMS)
         self._last: str | None = None  # the id of the last released item
         self._started = False
 
@@ -83,7 +85,7 @@ class TurnTopicAssembler:
         item_id, text = inner.get("stream_item_id"), inner.get("encoded_item")
         if not isinstance(item_id, str) or not isinstance(text, str) or item_id in self._seen:
             return
-        self._seen.add(item_id)
+        self._seen[item_id] = True
         parent = inner.get("parent_stream_item_id")
         offset = message.get("offset")
         self._offsets[item_id] = offset if isinstance(offset, int) else len(self._offsets)
