@@ -35,6 +35,7 @@ dist: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/decode_bench.py
 	$(BIN)/python bench/proxy_bench.py
+	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/audit_bench.py
 	$(BIN)/python bench/diff_bench.py
 

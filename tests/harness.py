@@ -148,7 +148,7 @@ def burst_bodies(turns: int) -> list[bytes]:
 
 
 @contextmanager
-def burst_upstream(bodies: list[bytes]) -> Iterator[int]:
+def burst_upstream(bodies: list[bytes], chunk: int = 16384) -> Iterator[int]:
     """A local upstream answering `POST f/conversation` with body {"n": k} by turn k, chunked,
     as fast as the socket takes it. Yields its port."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -166,8 +166,9 @@ def burst_upstream(bodies: list[bytes]) -> Iterator[int]:
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for i in range(0, len(body), 16384):
-                piece = body[i : i + 16384]
+            for i in range(0, len(body), chunk):
+                piece = body[i : i + chunk]
+                self.wfile.flush()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.write(b"0\r\n\r\n")
 

@@ -213,3 +213,37 @@ def test_the_key_is_random_per_installation_and_private(tmp_path: Path) -> None:
 def test_a_team_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVTAP_REDACT_KEY", "team secret")
     assert Redactor().placeholder("x") == Redactor(b"team secret").placeholder("x")
+
+
+def test_no_secret_reaches_the_database_through_a_live_proxy(tmp_path: Path) -> None:
+    """Every shaped kind streamed in small pieces (as a model streams its text) across network
+    chunks of 7 bytes, and every keyed spelling in typed events, through mitmdump and the
+    journal: none in any database file, nor in the journal while it exists."""
+    shaped = {
+        "openai": "sk-proj-" + "Ab3dE" * 10, "anthropic": "sk-ant-api03-" + "Qw9rT" * 8,
+        "aws": "AKIA" + "ABCDEFGH12345678", "github": "ghp_" + "a1B2c" * 7 + "d",
+        "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.c2lnbmF0dXJlLXNpZw",
+        "bearer": "Bearer " + "tok3nValue" * 3, "basic": "Basic " + "dXNlcjpwYXNzd29yZA==",
+        "private-key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+                       "-----END PRIVATE KEY-----",
+    }  # fmt: skip
+    keyed = {key: f"keyed-{n:02d}-" + "Zx7Vq" * 5 for n, key in enumerate(KEYS)}
+    text = " and ".join(shaped.values())
+    stream = stream_with("message-text", '"note"', '"x"', pieces(text, list(range(3, 900, 4))))
+    typed = "".join(f"data: {{\"type\": \"server_ste_metadata\", {json.dumps(k)} : "
+                    f"{json.dumps(v)}}}\n\n" for k, v in keyed.items())  # fmt: skip
+    stream = stream.replace(b"data: [DONE]", typed.encode() + b"data: [DONE]")
+    from tests.harness import burst_upstream, mitmdump, send_burst
+
+    received: list[bytes] = []
+    with (
+        burst_upstream([stream], chunk=7) as upstream,
+        mitmdump(tmp_path, f"reverse:http://127.0.0.1:{upstream}") as proxy,
+    ):
+        send_burst(proxy.port, 1, received)
+        assert received == [stream]
+    db = proxy.db
+    stored = database_bytes(db)
+    assert stored and b"server_ste_metadata" in stored
+    leaks = [k for k, s in {**shaped, **keyed}.items() if leaked(s, stored)]
+    assert leaks == []
