@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The official SDKs the end-to-end tests drive as real clients live in a virtualenv of their own:
+# openai 3 needs h11 >= 0.16, which mitmproxy 11 does not allow beside it.
+CLIENTS ?= .venv-clients
+CLIENTS_STAMP := $(CLIENTS)/.installed
+CODEX_VERSION := 0.171.0
 
 .PHONY: demo test lint dist bench goldens schemas clean
 
@@ -14,11 +19,20 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
+$(CLIENTS_STAMP): constraints-clients.txt
+	$(PYTHON) -m venv $(CLIENTS)
+	$(CLIENTS)/bin/python -m pip install -q --upgrade pip
+	$(CLIENTS)/bin/python -m pip install -q -c constraints-clients.txt openai openai-agents
+	@# The Codex CLI too, where npm is (its test says so when it is not).
+	-command -v npm >/dev/null && npm install -s --no-audit --no-fund --prefix $(CLIENTS)/codex \
+		@openai/codex@$(CODEX_VERSION)
+	@touch $(CLIENTS_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/convtap demo --db captures/demo.db
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+test: $(STAMP) $(CLIENTS_STAMP)
+	CONVTAP_CLIENTS_PYTHON=$(abspath $(CLIENTS))/bin/python $(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check addon tests bench captures
@@ -46,4 +60,4 @@ schemas: $(STAMP)
 	$(BIN)/convtap schemas
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build
+	rm -rf $(VENV) $(CLIENTS) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build

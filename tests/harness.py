@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "mitm.py"
 MITMDUMP = Path(sys.executable).parent / "mitmdump"
 LISTENING = re.compile(r"listening at [\d.]+:(\d+)")
+RECORD_LISTENING = re.compile(r"proxy listening at 127\.0\.0\.1:(\d+)")
 
 
 @dataclass
@@ -215,3 +216,29 @@ def complete_events(body: bytes) -> int:
 def children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
         return [int(p) for p in handle.read().split()]
+
+
+@contextmanager
+def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`convtap record` as a user runs it, in front of `upstream`; yields it and its port."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convtap.cli", "record", "--mode",
+         f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
+         "--set", f"confdir={tmp_path / 'conf'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: list[str] = []
+    port = None
+    for line in proc.stdout:
+        lines.append(line)
+        if (match := RECORD_LISTENING.search(line)) is not None:
+            port = int(match.group(1))
+            break
+    assert port is not None, "".join(lines)
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(120)

@@ -235,6 +235,45 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
         sys.exit(2)
 
 
+@main.command("export")
+@db_option
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.har",
+    help="The HAR file to write (replaced if it exists).",
+)
+@click.option(
+    "--shape-only",
+    is_flag=True,
+    help="Replace every natural-language string by a placeholder of the same length; keep ids, "
+    "enumerations, numbers and structure.",
+)
+def export(db: Path, output: Path, shape_only: bool) -> None:
+    """Export a capture as a HAR 1.2 file that convtap import, browsers and mitmproxy read.
+
+    Secrets stay redacted as stored. With --shape-only the export still decodes, audits to the
+    same findings and diffs without a breaking change, but holds none of the conversation's
+    words.
+
+    \b
+    Example:
+      convtap export --db captures/capture.db --output session.har
+      convtap export --shape-only --output shape.har   # to share with a bug report
+    """
+    from convtap.record.export import export_har
+    from convtap.record.store import StoreError
+
+    try:
+        count = export_har(db, output, shape_only=shape_only)
+    except StoreError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    click.echo(f"exported {count} flows into {output}" + (" (shape only)" if shape_only else ""))
+
+
 @main.command()
 @db_option
 def reprocess(db: Path) -> None:
@@ -287,8 +326,9 @@ def render_ledger(rows: list[dict[str, Any]]) -> str:
         called = (
             time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
         )
+        tool = r["tool"] if r["protocol"] == "responses" else r["recipient"]
         table.append((
-            r["recipient"], r["call_id"], r["conversation_id"] or "-", called,
+            tool, r["call_id"], r["conversation_id"] or "-", called,
             r["return_id"] or "-", _yes(r["answered"]), _yes(r["accepted"]),
             _yes(r["continued"]), str(r["findings"]),
         ))  # fmt: skip
@@ -467,7 +507,13 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
     default="alefita_way",
     show_default=True,
     help="A scenario that ships with convtap (plain, alefita_way, handoff, websocket, "
-    "resume) or the path of a scenario file.",
+    "resume, weather, declared) or the path of a scenario file.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    metavar="N",
+    help="Make chunk splits and made-up tool arguments the same on every run.",
 )
 @click.option("--gzip", is_flag=True, help="Content-Encoding: gzip, flushed per event.")
 @click.option(
@@ -501,15 +547,17 @@ def mock(
     tls: bool,
     cert_file: Path | None,
     delay: float,
+    seed: int | None,
 ) -> None:
     """Play the server's side on 127.0.0.1: prepare, sentinel, f/conversation, resume,
-    GET conversation/<id> and the user WebSocket, as a scenario says.
+    GET conversation/<id>, the user WebSocket and the Responses API, as a scenario says.
 
     Like the real server it accepts any tool return; GET /_mock/received shows what it got.
 
     \b
     Example:
       convtap mock --scenario alefita_way --port 9000
+      convtap mock --scenario declared --seed 1 --port 9000   # calls the tools you declare
       convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
     """
     from convtap.mock.scenario import ScenarioError
@@ -517,7 +565,7 @@ def mock(
 
     try:
         run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
-            tls=tls, cert_file=cert_file, delay=delay)  # fmt: skip
+            tls=tls, cert_file=cert_file, delay=delay, seed=seed)  # fmt: skip
     except ScenarioError as exc:
         fail(str(exc))
 
@@ -544,6 +592,39 @@ def demo(db: Path) -> None:
     click.echo(f"\n== the call ledger (convtap calls --db {db})")
     click.echo(render_ledger(ledger(db)))
     click.echo(f"\nThe session is in {db.resolve()}")
+    from convtap.report.page import report_path, write_report
+
+    path = write_report(db, report_path(db))
+    click.echo(f"The report is in {path.resolve()}")
+
+
+@main.command()
+@db_option
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the page (default: beside the database, .html added to its name).",
+)
+def report(db: Path, output: Path | None) -> None:
+    """Write one self-contained HTML page of a capture: a summary, each conversation's turns
+    with every call, its return and its findings, filters and the rules explained.
+
+    The page loads nothing from the network: open it from disk or attach it to a CI run.
+    Prints the path written.
+
+    \b
+    Example:
+      convtap report --db captures/capture.db        # writes captures/capture.db.html
+      convtap report --db ci.db --output convtap-report.html
+    """
+    from convtap.record.store import StoreError
+    from convtap.report.page import ReportError, report_path, write_report
+
+    try:
+        path = write_report(db, output or report_path(db))
+    except (StoreError, ReportError) as exc:
+        fail(str(exc))
+    click.echo(str(path))
 
 
 @main.command("datasette-metadata")

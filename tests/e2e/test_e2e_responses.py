@@ -21,10 +21,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "captures/examples/responses/fun
 
 
 def event_types(body: bytes) -> list[str]:
+    """The event types in order, a run of one type (argument deltas) counted once, after
+    checking that every event carries its sequence_number, 0, 1, 2, ..."""
     parser = SSEParser()
-    types = [json.loads(event.data)["type"] for event in parser.feed(body)]
+    events = [json.loads(event.data) for event in parser.feed(body)]
     assert not parser.close()  # nothing cut off
-    return types
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    types = [e["type"] for e in events]
+    return [kind for n, kind in enumerate(types) if n == 0 or types[n - 1] != kind]
 
 
 def calls_rows(proxy: Proxy) -> list[tuple[Any, ...]]:
@@ -64,7 +68,7 @@ def test_the_mock_streams_calls_shaped_like_the_example_with_fresh_ids() -> None
     prefixes = [("fc_", "call_"), ("tsc_", "call_")]
     for call, (item, call_id) in zip(calls, prefixes, strict=True):
         assert call["item_id"].startswith(item) and call["call_id"].startswith(call_id)
-    assert json.loads(calls[0]["arguments"]) == {"city": "São Paulo", "unit": "celsius"}
+    assert calls[0]["arguments"] == {"city": "São Paulo", "unit": "celsius"}
     ids = {first.response_id, again.response_id, final.response_id}
     assert len(ids) == 3 and all(i and i.startswith("resp_") for i in ids)
     item_ids = {c["item_id"] for d in (first, again, final) for c in d.tool_calls()}

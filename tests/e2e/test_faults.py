@@ -4,15 +4,12 @@ recorder process mid-burst, a full disk. What reached the client is what the dat
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,37 +21,10 @@ from tests.harness import (
     children,
     complete_events,
     mitmdump,
+    record,
     send_burst,
     wait_for,
 )
-
-LISTENING = re.compile(r"proxy listening at 127\.0\.0\.1:(\d+)")
-
-
-@contextmanager
-def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """`convtap record` as a user runs it, in front of `upstream`; yields it and its port."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "convtap.cli", "record", "--mode",
-         f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
-         "--set", f"confdir={tmp_path / 'conf'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    lines: list[str] = []
-    port = None
-    for line in proc.stdout:
-        lines.append(line)
-        if (match := LISTENING.search(line)) is not None:
-            port = int(match.group(1))
-            break
-    assert port is not None, "".join(lines)
-    try:
-        yield proc, port
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(120)
 
 
 def rows(db: Path, sql: str) -> list[tuple[object, ...]]:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[2]
 
-NAMES = ["plain", "alefita_way", "handoff", "websocket", "resume"]
+NAMES = ["plain", "alefita_way", "handoff", "websocket", "resume", "weather", "declared"]
 SEED_ARGS = {"message": "segundo eco do caminho"}  # seed 000 §2
 
 
@@ -89,7 +89,7 @@ def test_each_turn_decodes_without_errors(name: str) -> None:
     assert result["done"] and result["stream_complete"] and result["encoding"] == "v1"
     assert result["conversation_id"] == first.conversation_id
     calls = [c for c in result["tool_calls"] if c["kind"] == "local"]
-    if name == "plain":
+    if name in ("plain", "weather", "declared"):  # declared: this request declares nothing
         assert calls == []
         return
     (call,) = calls
@@ -237,3 +237,68 @@ def test_scenario_files_are_checked(tmp_path: Path) -> None:
     broken.write_text(json.dumps({"description": "x", "on_user": {"steps": []}}))
     with pytest.raises(ScenarioError, match="steps"):
         load_scenario(broken)
+
+
+BOOK_TRIP = {
+    "name": "book_trip", "description": "Book a trip", "type": "kwargs",
+    "params": [
+        {"name": "city", "required": True,
+         "type": {"type": "string", "enum": ["Lisboa", "Porto"], "description": "where"}},
+        {"name": "nights", "required": True,
+         "type": {"type": "integer", "minimum": 1, "maximum": 5, "description": "how long"}},
+        {"name": "extras", "required": False,
+         "type": {"type": "array", "items": {"type": "object", "required": ["name"],
+                  "properties": {"name": {"type": "string"}, "paid": {"type": "boolean"}}}}},
+    ],
+}  # fmt: skip
+
+
+def declared_request(**extra: Any) -> dict[str, Any]:
+    signatures = [
+        {"name": "handoff", "description": "h", "type": "kwargs", "params": []},
+        {"name": "alefita_way", "description": "a", "type": "kwargs",
+         "params": [{"name": "message", "required": True,
+                     "type": {"type": "string", "description": "m"}}]},
+        BOOK_TRIP,
+    ]  # fmt: skip
+    return user_request(local_function_signatures=signatures, **extra)
+
+
+def test_declared_calls_each_declared_tool_once_then_answers() -> None:
+    from convtap.mock.arguments import signature_schema
+    from jsonschema import validate
+
+    convs: dict[str, Conversation] = {}
+    scenario = load_scenario("declared")
+    turn = scenario.play(declared_request(), convs, conduit_token="t", seed=7)
+    seen: list[str] = []
+    ids: set[str] = set()
+    for _ in range(3):
+        result = decode(turn)
+        assert result["errors"] == [] and result["stream_complete"]
+        calls = [
+            c for c in result["tool_calls"] if c["kind"] == "local" and c["call_id"] not in ids
+        ]
+        ids |= {c["call_id"] for c in calls}
+        if not calls:
+            break
+        (call,) = calls
+        seen.append(call["tool"])
+        signature = BOOK_TRIP if call["tool"] == "book_trip" else None
+        if signature is not None:
+            validate(call["arguments"], signature_schema(signature))
+            assert set(call["arguments"]) == {"city", "nights", "extras"}
+        turn = scenario.play(return_request(call, turn.conversation_id), convs,
+                             conduit_token="t", seed=7)  # fmt: skip
+    assert seen == ["alefita_way", "book_trip"]  # handoff is the handoff scenario's
+    texts = [m for m in result["messages"] if m["author"]["role"] == "assistant"]
+    assert "chamei cada ferramenta" in texts[-1]["content"]["parts"][0]
+
+
+def test_declared_arguments_are_deterministic_per_seed() -> None:
+    from convtap.mock.arguments import arguments_for, signature_schema
+
+    schema = signature_schema(BOOK_TRIP)
+    assert arguments_for(schema, 1, "book_trip") == arguments_for(schema, 1, "book_trip")
+    assert any(arguments_for(schema, n, "book_trip") != arguments_for(schema, 1, "book_trip")
+               for n in range(2, 20))  # fmt: skip

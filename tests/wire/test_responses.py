@@ -42,8 +42,11 @@ def test_the_stream_yields_the_client_calls() -> None:
         ("function_call", "fc_68a1b2c3", "call_Qx7RkP2m", "get_weather"),
         ("tool_search_call", "tsc_68a1d4e5", "call_S1kq9Wz", None),
     ]
-    assert result["tool_calls"][0]["arguments"] == '{"city": "São Paulo", "unit": "celsius"}'
-    assert result["tool_calls"][1]["arguments"] == {"query": "calendar tools"}
+    first, search = result["tool_calls"]
+    assert first["arguments"] == {"city": "São Paulo", "unit": "celsius"}  # parsed, as for
+    assert first["arguments_text"] == '{"city": "São Paulo", "unit": "celsius"}'  # f/conversation
+    assert search["arguments"] == {"query": "calendar tools"}
+    assert json.loads(search["arguments_text"]) == {"query": "calendar tools"}
     assert result["errors"] == []
 
 
@@ -58,7 +61,7 @@ def test_arguments_are_accumulated_and_checked_against_done() -> None:
     cut = broken.split("event: response.output_item.done")[0]  # no item.done, no completed
     result = decode_responses([cut.encode()]).result()
     assert [e["kind"] for e in result["errors"]] == ["arguments-mismatch"]
-    assert result["tool_calls"][0]["arguments"].startswith('{"city"')  # .done wins
+    assert result["tool_calls"][0]["arguments_text"].startswith('{"city"')  # .done wins
 
 
 def test_a_json_response_and_detection() -> None:
@@ -80,8 +83,8 @@ def test_a_json_response_and_detection() -> None:
         }
     )
     result = decode_responses([body.encode()]).result()
-    assert [(c["type"], c["arguments"]) for c in result["tool_calls"]] == [
-        ("custom_tool_call", "*** Begin")
+    assert [(c["type"], c["arguments"], c["arguments_text"]) for c in result["tool_calls"]] == [
+        ("custom_tool_call", None, "*** Begin")  # not JSON: arguments is null
     ]  # the server's own search is not the client's
     assert looks_like_responses(body.encode()) and looks_like_responses(STREAM)
     assert not looks_like_responses((ROOT / "captures/examples/sse/plain_answer.sse").read_bytes())

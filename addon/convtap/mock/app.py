@@ -34,12 +34,14 @@ from tornado.http1connection import HTTP1Connection
 from tornado.web import Application, RequestHandler
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from convtap.mock.responses import ResponsesServer
 from convtap.mock.scenario import (
     Conversation,
     PlayedTurn,
     Scenario,
     ScenarioError,
     UnknownConversation,
+    load_scenario,
     ws_frames,
 )
 
@@ -53,7 +55,7 @@ class MockOptions:
     tls: bool = False
     cert_file: Path | None = None  # where the CA certificate (PEM) is written when tls
     delay: float = 0.0  # seconds between chunks
-    seed: int | None = None  # chunk splitting; None: a fresh random split per stream
+    seed: int | None = None  # chunk splits and made-up arguments; None: a fresh chunk split
 
 
 class Gate:
@@ -106,6 +108,13 @@ class MockState:
     # every stream body, as sent; a body grows before each write, so it never lags the wire
     sent: list[tuple[str, bytearray]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    responses: ResponsesServer = field(init=False)
+
+    def __post_init__(self) -> None:
+        scenario = self.options.scenario
+        script = scenario.responses or load_scenario("weather").responses
+        assert script is not None
+        self.responses = ResponsesServer(script, self.options.seed or 0)
 
     def record(self, entry: dict[str, Any]) -> None:
         with self._lock:
@@ -302,8 +311,9 @@ class ConversationHandler(_StreamHandler):
         conduit = self.request.headers.get("x-conduit-token") or token("eyJhbGciOiJIUzI1NiJ9.")
         try:
             turn = self.state.options.scenario.play(
-                body, self.state.conversations, conduit_token=conduit
-            )
+                body, self.state.conversations, conduit_token=conduit,
+                seed=self.state.options.seed or 0,
+            )  # fmt: skip
         except UnknownConversation as exc:
             return self.send_json({"detail": str(exc)}, 404)
         except ScenarioError as exc:
@@ -418,125 +428,19 @@ class ReceivedHandler(_Handler):
         self.send_json(self.state.received())
 
 
-# -- the Responses API (PROTOCOL.md "Responses API") -------------------------------------------
-# Shaped like captures/examples/responses/build.py, with fresh ids for every response.
-
-WEATHER_ARGUMENTS = '{"city": "São Paulo", "unit": "celsius"}'
-OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "tool_search_output")
-
-
-def _hex_id(prefix: str) -> str:
-    return prefix + secrets.token_hex(12)
-
-
-def sse_event(obj: dict[str, Any]) -> str:
-    return f"event: {obj['type']}\ndata: {json.dumps(obj, ensure_ascii=False)}\n\n"
-
-
-def _response(response_id: str, status: str, output: list[Any], **extra: Any) -> dict[str, Any]:
-    return {"id": response_id, "object": "response", "status": status, "output": output, **extra}
-
-
-def calls_response() -> tuple[dict[str, Any], list[str]]:
-    """A response that asks the client for a `function_call` (get_weather, its arguments
-    streamed in deltas) and a client `tool_search_call`: the final object and its events."""
-    response_id, fc_item, ts_item = _hex_id("resp_"), _hex_id("fc_"), _hex_id("tsc_")
-    fc_call, ts_call = _hex_id("call_"), _hex_id("call_")
-
-    def function_call(arguments: str = "") -> dict[str, Any]:
-        return {"type": "function_call", "id": fc_item, "call_id": fc_call,
-                "name": "get_weather", "arguments": arguments,
-                "status": "completed" if arguments else "in_progress"}  # fmt: skip
-
-    search = {"type": "tool_search_call", "id": ts_item, "call_id": ts_call,
-              "execution": "client", "arguments": {"query": "calendar tools"},
-              "status": "completed"}  # fmt: skip
-    done = _response(response_id, "completed", [function_call(WEATHER_ARGUMENTS), search])
-    args = WEATHER_ARGUMENTS
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "sequence_number": 0,
-         "response": _response(response_id, "in_progress", [])},
-        {"type": "response.output_item.added", "output_index": 0, "item": function_call()},
-        *({"type": "response.function_call_arguments.delta", "output_index": 0,
-           "item_id": fc_item, "delta": args[n : n + 6]} for n in range(0, len(args), 6)),
-        {"type": "response.function_call_arguments.done", "output_index": 0,
-         "item_id": fc_item, "arguments": args},
-        {"type": "response.output_item.done", "output_index": 0, "item": function_call(args)},
-        {"type": "response.output_item.added", "output_index": 1, "item": search},
-        {"type": "response.output_item.done", "output_index": 1, "item": search},
-        {"type": "response.completed", "response": done},
-    ]  # fmt: skip
-    return done, [sse_event(e) for e in events]
-
-
-def answer_text(outputs: list[dict[str, Any]]) -> str:
-    """What the model says once it has the outputs: the temperature and the tools found."""
-    temp: Any = "?"
-    found = 0
-    for item in outputs:
-        if item.get("type") == "function_call_output":
-            try:
-                value = json.loads(item.get("output") or "")
-            except (TypeError, ValueError):
-                value = None
-            if isinstance(value, dict) and "temp_c" in value:
-                temp = value["temp_c"]
-        elif item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
-            found += len(item["tools"])
-    return f"Em São Paulo faz {temp} °C. Encontrei {found} ferramenta(s) de calendário."
-
-
-def answer_response(
-    previous: str, outputs: list[dict[str, Any]]
-) -> tuple[dict[str, Any], list[str]]:
-    """The final answer: one assistant message, its text streamed in deltas."""
-    response_id, message_id = _hex_id("resp_"), _hex_id("msg_")
-    text = answer_text(outputs)
-    part = {"type": "output_text", "text": text, "annotations": []}
-    message = {"type": "message", "id": message_id, "role": "assistant",
-               "status": "completed", "content": [part]}  # fmt: skip
-    done = _response(response_id, "completed", [message], previous_response_id=previous)
-    where = {"output_index": 0, "item_id": message_id, "content_index": 0}
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "sequence_number": 0,
-         "response": _response(response_id, "in_progress", [], previous_response_id=previous)},
-        {"type": "response.output_item.added", "output_index": 0,
-         "item": {**message, "status": "in_progress", "content": []}},
-        {"type": "response.content_part.added", **where,
-         "part": {**part, "text": ""}},
-        *({"type": "response.output_text.delta", **where, "delta": text[n : n + 8]}
-          for n in range(0, len(text), 8)),
-        {"type": "response.output_text.done", **where, "text": text},
-        {"type": "response.content_part.done", **where, "part": part},
-        {"type": "response.output_item.done", "output_index": 0, "item": message},
-        {"type": "response.completed", "response": done},
-    ]  # fmt: skip
-    return done, [sse_event(e) for e in events]
+# -- the Responses API (PROTOCOL.md "Responses API"): what it says is the scenario's ---------------
 
 
 class ResponsesHandler(_StreamHandler):
-    """`POST /v1/responses` and `POST /backend-api/codex/responses`, whatever the scenario.
-
-    A request that carries no outputs (or no `previous_response_id`) gets the calls; one that
-    answers a previous response with outputs gets the final answer. Like the real API here, the
-    outputs' call_ids are not checked. `"stream": true` gets an event stream (no `[DONE]`),
-    anything else the final response object as JSON, as the real API does."""
+    """`POST /v1/responses` and `POST /backend-api/codex/responses`: the scenario's Responses
+    script (the `weather` one when the scenario has none). `"stream": true` gets an event stream
+    (no `[DONE]`), anything else the response object as JSON, as the real API does."""
 
     async def post(self) -> None:
         body = self.json_body()
         if not isinstance(body, dict):
             return self.send_json(_api_error("the body must be a JSON object"), 400)
-        items = body.get("input")
-        outputs = [
-            item
-            for item in (items if isinstance(items, list) else [])
-            if isinstance(item, dict) and item.get("type") in OUTPUT_TYPES
-        ]
-        previous = body.get("previous_response_id")
-        if isinstance(previous, str) and outputs:
-            response, entries = answer_response(previous, outputs)
-        else:
-            response, entries = calls_response()
+        response, entries = self.state.responses.answer(body)
         if body.get("stream") is True:
             await self.stream(entries, broken=False, may_die=False)
         else:

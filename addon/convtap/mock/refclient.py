@@ -97,7 +97,7 @@ def run_tool(call: ToolCall) -> Any:
         return {"message": args.get("message")}
     if call.tool == "handoff":
         return {"accepted": True, "thread_id": str(uuid.uuid4())}
-    return {"error": f"unknown tool {call.tool}"}
+    return {"message": f"{call.tool} ran with {sorted(args)}"}
 
 
 def tool_return(call: ToolCall, result: Any, *, faulty: bool = False) -> dict[str, Any]:
@@ -341,7 +341,11 @@ class RefClient:
         }
 
     def conversation_body(
-        self, message: dict[str, Any], conversation_id: str | None, parent: str | None
+        self,
+        message: dict[str, Any],
+        conversation_id: str | None,
+        parent: str | None,
+        declared: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Seed 000 §6 `ConversationRequestBody`; conversation_id and parent_message_id are
         omitted on the first turn."""
@@ -349,7 +353,7 @@ class RefClient:
             "action": "next",
             "messages": [message],
             "model": MODEL,
-            "local_function_signatures": signatures(),
+            "local_function_signatures": signatures() if declared is None else declared,
             "supported_encodings": ["v1"],
             "thinking_effort": "standard",
             "timezone": "America/Sao_Paulo",
@@ -445,6 +449,26 @@ class RefClient:
             websocket=self.websocket,
             tree=tree,
         )
+
+    def run_declared(
+        self, declared: list[dict[str, Any]], prompt: str = "use your tools", max_calls: int = 8
+    ) -> list[ToolCall]:
+        """Declare `declared`, then run every local call the model makes and return it (seed 000
+        §3), turn after turn, until a turn makes no new call. The calls, in order."""
+        turn = self.turn(self.conversation_body(user_message(prompt), None, None, declared))
+        conversation_id = turn.decoder.conversation_id
+        made: list[ToolCall] = []
+        for _ in range(max_calls):
+            seen = {c.call_id for c in made}
+            call = next((c for c in turn.tool_calls() if c.kind == "local" and c.complete
+                         and c.call_id not in seen), None)  # fmt: skip
+            if call is None or conversation_id is None:
+                break
+            made.append(call)
+            record = tool_return(call, run_tool(call))
+            body = self.conversation_body(record, conversation_id, call.call_id, declared)
+            turn = self.turn(body)
+        return made
 
     # -- the Responses API ---------------------------------------------------------------------
 

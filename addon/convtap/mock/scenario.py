@@ -42,15 +42,20 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
+from convtap.mock.arguments import arguments_for, signature_schema
+from convtap.mock.responses import ResponsesScript
 from convtap.mock.serverturn import (
     JSON,
     ROOT_NODE,
+    Call,
+    CallDeclared,
     Conversation,
     FrozenData,
     IdFactory,
     PlayedTurn,
     Say,
     ScenarioError,
+    Step,
     TurnScript,
     TurnWriter,
     dispatched_count,
@@ -89,6 +94,7 @@ class Scenario(FrozenData):
     piece_size: int = Field(default=7, ge=1)
     on_user: TurnScript
     on_tool_return: TurnScript | None = None
+    responses: ResponsesScript | None = None  # the Responses API's side, when it has one
 
     def play(
         self,
@@ -98,6 +104,7 @@ class Scenario(FrozenData):
         conduit_token: str,
         new_id: IdFactory = lambda: str(uuid.uuid4()),
         now: Callable[[], float] = time.time,
+        seed: int = 0,
     ) -> PlayedTurn:
         """Answer one f/conversation request body (seed 000 §6 `ConversationRequestBody`),
         updating the conversation it belongs to (a new one when it names none)."""
@@ -134,6 +141,13 @@ class Scenario(FrozenData):
         script = self.on_user
         if tool_input is not None:  # seed 000 §4: any return is accepted and continued
             script = self.on_tool_return or _DEFAULT_RETURN_TURN
+        declared = request.get("local_function_signatures")
+        if isinstance(declared, list):
+            conversation.declared = [
+                s for s in declared
+                if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"] != "handoff"
+            ]  # fmt: skip
+        script = _resolve_declared(script, conversation, seed)
         writer = TurnWriter(
             conversation,
             stamp,
@@ -143,6 +157,27 @@ class Scenario(FrozenData):
             piece_size=self.piece_size,
         )
         return writer.write(script, inputs, conduit_token, first_turn, tool_input)
+
+
+def _resolve_declared(script: TurnScript, conversation: Conversation, seed: int) -> TurnScript:
+    """`call_declared` steps become the call of the next declared tool not called yet (its
+    arguments made from its parameters), or the words said when none is left."""
+    if not any(isinstance(step, CallDeclared) for step in script.steps):
+        return script
+    steps: list[Step] = []
+    for step in script.steps:
+        if not isinstance(step, CallDeclared):
+            steps.append(step)
+            continue
+        left = [s for s in conversation.declared if s["name"] not in conversation.called]
+        if not left:
+            steps.append(Say(say=step.otherwise))
+            continue
+        name = str(left[0]["name"])
+        conversation.called.append(name)
+        arguments = arguments_for(signature_schema(left[0]), seed, name)
+        steps.append(Call(call=name, arguments=arguments))
+    return script.model_copy(update={"steps": steps})
 
 
 def _role(message: Mapping[str, JSON]) -> JSON:

@@ -51,7 +51,16 @@ class Call(FrozenData):
     arguments: dict[str, JSON]
 
 
-Step = Think | Say | Call
+class CallDeclared(FrozenData):
+    """The next tool the client declared and the model has not called yet in this conversation
+    (any but `handoff`), with arguments made from its parameters; `otherwise` is said once every
+    declared tool has been called."""
+
+    call_declared: Literal["next"]
+    otherwise: str = "Every tool you declared has been called once."
+
+
+Step = Think | Say | Call | CallDeclared
 
 
 class TurnScript(FrozenData):
@@ -73,6 +82,8 @@ class Conversation:
     id: str
     mapping: dict[str, dict[str, JSON]] = field(default_factory=dict)
     current_node: str = ROOT_NODE
+    declared: list[dict[str, JSON]] = field(default_factory=list)  # the client's local tools
+    called: list[str] = field(default_factory=list)  # the declared tools called so far
 
     def __post_init__(self) -> None:
         self.mapping.setdefault(
@@ -299,7 +310,7 @@ class TurnWriter:
                     metadata=meta,
                 )
                 out += self._stream(msg, "/message/content/text")
-            else:
+            elif isinstance(step, Say):
                 text = step.say
                 if step.echo_return and tool_input is not None:
                     text = f"{text} {returned_value(tool_input)}"

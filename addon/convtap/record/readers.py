@@ -14,9 +14,13 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from mitmproxy import connection, http, io
 from mitmproxy.exceptions import FlowReadException
+from mitmproxy.io.har import request_to_flow
+from mitmproxy.websocket import WebSocketData, WebSocketMessage
+from wsproto.frame_protocol import Opcode
 
 from convtap.record.flows import flow_events
 from convtap.record.replay import replay_db
@@ -38,6 +42,10 @@ def read_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
     if path.suffix == ".sse":
         yield from ((flow, 0) for flow in sse_flows(path))
         return
+    with path.open("rb") as handle:
+        if handle.read(1) == b"{":
+            yield from har_flows(path)
+            return
     try:
         with path.open("rb") as handle:
             for flow in io.FlowReader(handle).stream():
@@ -47,6 +55,45 @@ def read_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
                     yield flow, handle.tell()
     except (FlowReadException, ValueError, KeyError) as exc:
         raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({exc})") from exc
+
+
+def har_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
+    """A HAR file's flows, read as mitmproxy reads them, with two things it leaves out: an
+    event stream is UTF-8 whatever its content type says (mitmproxy takes latin-1 when no
+    charset is named), and a WebSocket's frames come from Chrome's `_webSocketMessages`."""
+    try:
+        entries = json.loads(path.read_bytes())["log"]["entries"]
+        if not isinstance(entries, list):
+            raise ValueError("log.entries is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CaptureError(f"{path}: not a HAR file ({exc})") from exc
+    size = path.stat().st_size
+    for n, entry in enumerate(entries):
+        try:
+            flow = request_to_flow(entry)
+        except Exception as exc:  # mitmproxy's reader raises anything on a bad entry
+            raise CaptureError(f"{path}: entry {n} is not a HAR entry ({exc})") from exc
+        content = entry.get("response", {}).get("content", {})
+        text = content.get("text")
+        if (
+            flow.response is not None and isinstance(text, str)
+            and content.get("encoding") != "base64"
+            and flow.response.headers.get("content-type", "").startswith("text/event-stream")
+        ):  # fmt: skip
+            flow.response.set_content(text.encode("utf-8", "surrogateescape"))
+        frames = entry.get("_webSocketMessages")
+        if isinstance(frames, list) and frames:
+            flow.websocket = WebSocketData()
+            flow.websocket.messages = [_frame(f) for f in frames if isinstance(f, dict)]
+        flow.id = content_id(flow)
+        yield flow, size * (n + 1) // len(entries)
+
+
+def _frame(frame: dict[str, Any]) -> WebSocketMessage:
+    """One of Chrome's `_webSocketMessages`: {type: send | receive, time, opcode, data}."""
+    kind = Opcode.TEXT if frame.get("opcode", 1) == 1 else Opcode.BINARY
+    data = str(frame.get("data", "")).encode()
+    return WebSocketMessage(kind, frame.get("type") == "send", data, float(frame.get("time") or 0))
 
 
 def sse_flows(path: Path) -> list[http.HTTPFlow]:

@@ -84,15 +84,12 @@ class ResponsesSide:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
                 continue
-            arguments = call["arguments"]
             out.upsert("tool_calls", {
                 "call_id": call_id, "protocol": "responses", "turn_id": flow_id,
                 "conversation_id": decoder.response_id, "recipient": call["type"],
                 "kind": "client", "tool": call["name"] or call["type"],
-                "arguments": out.redact.dumps(arguments) if not isinstance(arguments, str)
-                else None,
-                "arguments_text": out.redact.text(arguments) if isinstance(arguments, str)
-                else out.redact.dumps(arguments),
+                "arguments": out.redact.dumps(call["arguments"]),
+                "arguments_text": out.redact.text(call["arguments_text"]),
                 "complete": 1, "called_at": at, "item_id": call["item_id"],
             })  # fmt: skip
             out.say(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "

@@ -10,11 +10,12 @@ an object with a `type` (`response.created`, `response.output_item.added`,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.wire.bounded import Bounded, Kept
-from convtap.wire.jsonvalue import loads
+from convtap.wire.jsonvalue import loads, loads_or_none
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
 PROTOCOL = "responses"
@@ -150,9 +151,10 @@ def client_calls(items: list[Any]) -> list[dict[str, Any]]:
             continue
         if item["type"] == "tool_search_call" and item.get("execution") != "client":
             continue
-        arguments = (
-            item.get("input") if item["type"] == "custom_tool_call" else item.get("arguments")
-        )
+        raw = item.get("input") if item["type"] == "custom_tool_call" else item.get("arguments")
+        # One meaning per key, as for f/conversation: `arguments` the parsed JSON value (null
+        # when it is not JSON), `arguments_text` the text as it came.
+        text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
         calls.append(
             {
                 "type": item["type"],
@@ -160,7 +162,8 @@ def client_calls(items: list[Any]) -> list[dict[str, Any]]:
                 "call_id": item.get("call_id"),
                 "name": item.get("name"),
                 "execution": item.get("execution", "client"),
-                "arguments": arguments,
+                "arguments": loads_or_none(raw) if isinstance(raw, str) else raw,
+                "arguments_text": text,
             }
         )
     return calls

@@ -50,7 +50,8 @@ def stream(response_id: str = RESPONSE_ID) -> str:
     base = {"id": response_id, "object": "response", "status": "in_progress", "output": []}
     done = {**base, "status": "completed", "output": [function_call(ARGS), tool_search_call()]}
     out = [
-        event({"type": "response.created", "sequence_number": 0, "response": base}),
+        event({"type": "response.created", "response": base}),
+        event({"type": "response.in_progress", "response": base}),
         event({"type": "response.output_item.added", "output_index": 0, "item": function_call()}),
     ]
     for n in range(0, len(ARGS), 6):
@@ -82,7 +83,17 @@ def stream(response_id: str = RESPONSE_ID) -> str:
         event({"type": "response.output_item.done", "output_index": 1, "item": tool_search_call()}),
         event({"type": "response.completed", "response": done}),
     ]
-    return "".join(out)
+    return "".join(numbered(out))
+
+
+def numbered(events: list[str]) -> list[str]:
+    """Every event with its sequence_number, as the real API sends them."""
+    out = []
+    for n, text in enumerate(events):
+        _, data = text.split("\ndata: ", 1)
+        obj = json.loads(data)
+        out.append(event({"type": obj.pop("type"), "sequence_number": n, **obj}))
+    return out
 
 
 def request(tools: list[Any] | None = None) -> dict[str, Any]:

@@ -1,0 +1,267 @@
+"""`convtap report`: a capture as one self-contained HTML page, written as it is read.
+
+The capture is opened read-only and streamed: the summary is a few counts, everything per row
+(conversations, decode errors, failures) is a generator, and Jinja2 writes the page piece by
+piece from them. Everything in a capture is untrusted text: the template escapes all it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import sqlite_utils
+from markupsafe import Markup
+
+from convtap.contract.formats import convtap_version
+from convtap.contract.registry import SEVERITIES, registry
+from convtap.record.store import StoreError, open_readonly
+from convtap.report.timeline import CONVERSATIONS, conversations
+from convtap.wire.jsonvalue import loads_or_none
+
+TEMPLATE = resources.files("convtap.report") / "report.html.j2"
+LONG = 600  # characters shown before the rest of a text folds away
+LARGE = 500  # turns and calls beyond which the browser lays out only what is on screen
+
+
+class ReportError(Exception):
+    """The page cannot be written where it was asked for."""
+
+
+def report_path(db: Path) -> Path:
+    """Where the page of a capture goes by default: beside it, `.html` added to its name."""
+    return db.with_name(f"{db.name}.html")
+
+
+def write_report(db: Path, output: Path) -> Path:
+    """Write the page of the capture `db` into `output`, replaced whole (never half-written),
+    mode 0600 like the capture it shows."""
+    if output.resolve() == db.resolve():
+        raise ReportError(f"the report would replace the capture {db} itself")
+    capture = open_readonly(db)
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        template = _environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "w", encoding="utf-8") as out:
+            for piece in template.generate(page(capture, db)):
+                out.write(piece)
+        os.replace(partial, output)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{db} cannot be read: {exc}") from exc
+    except OSError as exc:
+        raise ReportError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    finally:
+        capture.conn.close()
+        partial.unlink(missing_ok=True)
+    return output
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        autoescape=True,  # a capture is untrusted input
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=when, clock=clock, json=compact, text=text, pretty=pretty,
+                       marked=marked_json)  # fmt: skip
+    return env
+
+
+def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
+    """What the template is given: small values, and generators for everything per row."""
+    summary = Summary.of(capture)
+    return {
+        "source": str(db),
+        "generated_at": time.time(),
+        "version": convtap_version(),
+        "long": LONG,
+        "large": summary.turns + summary.calls > LARGE,
+        "severities": SEVERITIES,
+        "summary": summary,
+        "registry": registry(),
+        "tools": (row[0] for row in capture.execute(TOOLS)),
+        "decode_errors": capture.query(DECODE_ERRORS),
+        "failures": capture.query(FAILURES),
+        "conversations": conversations(capture),
+    }
+
+
+# -- what the template formats with ----------------------------------------------------------
+
+
+def when(at: float | None) -> str:
+    """A time as people read it in a report that travels: UTC, to the millisecond."""
+    if at is None:
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
+    return f"{stamp}.{int(at * 1000) % 1000:03d}"
+
+
+def clock(at: float | None) -> str:
+    return when(at)[11:] if at is not None else "-"
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def text(value: Any) -> Markup:
+    """Escaped for an element's content, never an attribute: only &, < and > need it there,
+    and leaving quotes alone keeps JSON readable and the page smaller."""
+    return Markup(str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def pretty(json_text: str | None) -> str:
+    """JSON text indented, or the text as it is when it is not JSON."""
+    value = loads_or_none(json_text)
+    if value is None:
+        return json_text or ""
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+JsonPath = tuple[str | int, ...]
+
+
+def marked_json(json_text: str | None, marks: dict[tuple[str, ...], list[str]]) -> Markup:
+    """A return's JSON indented, the line of each offending field in a <mark> naming its rules
+    (for a missing field, the line of the nearest field that is there)."""
+    value = loads_or_none(json_text)
+    if value is None:
+        return text(json_text or "")
+    wanted: dict[JsonPath, list[str]] = {}
+    for field, rules in marks.items():
+        found = _deepest(value, field)
+        if found:
+            wanted.setdefault(found, []).extend(rules)
+    out = []
+    for line, opens in _lines(value, (), 0, "", ""):
+        named = wanted.get(opens) if opens is not None else None
+        if named:
+            names = " ".join(sorted(set(named)))
+            out.append(Markup('<mark data-rules="{}" title="{}">{}</mark>').format(
+                names, names, text(line)))  # fmt: skip
+        else:
+            out.append(text(line))
+    return Markup("\n").join(out)
+
+
+def _deepest(value: Any, path: tuple[str, ...]) -> JsonPath:
+    found: JsonPath = ()
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            break
+        value, found = value[key], (*found, key)
+    return found
+
+
+def _lines(
+    value: Any, path: JsonPath, depth: int, head: str, comma: str
+) -> Iterator[tuple[str, JsonPath | None]]:
+    """The lines `json.dumps(value, indent=2)` writes, each with the path it opens (None for a
+    closing bracket)."""
+    pad = "  " * depth
+    if isinstance(value, dict | list) and value:
+        children = value.items() if isinstance(value, dict) else enumerate(value)
+        opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+        yield f"{pad}{head}{opening}", path
+        last = len(value) - 1
+        for n, (key, child) in enumerate(children):
+            name = f"{compact(key)}: " if isinstance(value, dict) else ""
+            yield from _lines(child, (*path, key), depth + 1, name, "," if n < last else "")
+        yield f"{pad}{closing}{comma}", None
+    else:
+        yield f"{pad}{head}{compact(value)}{comma}", path
+
+
+# -- the summary -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The counts at the top of the page."""
+
+    flows: int
+    turns: int
+    conversations: int
+    calls: int
+    responses_calls: int
+    returns: int
+    answered: int
+    accepted: int
+    continued: int
+    severities: dict[str, int]  # every severity, none left out
+    rules: list[tuple[str, str, int]]  # rule id, severity, findings; in registry order
+    clients: list[tuple[str, int, int]]  # user agent, flows, turns
+    decode_errors: int
+    failures: int
+
+    @property
+    def findings(self) -> int:
+        return sum(self.severities.values())
+
+    @classmethod
+    def of(cls, capture: sqlite_utils.Database) -> Summary:
+        def count(sql: str) -> int:
+            return int(capture.execute(sql).fetchone()[0] or 0)
+
+        severities = dict.fromkeys(SEVERITIES, 0)
+        rules = []
+        for rule, severity, n in capture.execute(FINDINGS_BY_RULE):
+            severities[severity] = severities.get(severity, 0) + n
+            rules.append((rule, severity, n))
+        order = {rule_id: n for n, rule_id in enumerate(registry())}
+        rules.sort(key=lambda r: (order.get(r[0], len(order)), r[0]))
+        answered, accepted, continued = capture.execute(LEDGER_COUNTS).fetchone()
+        return cls(
+            flows=count("SELECT count(*) FROM flows"),
+            turns=count("SELECT count(*) FROM turns"),
+            conversations=count(f"{CONVERSATIONS} SELECT count(*) FROM conv WHERE key != ''"),
+            calls=count("SELECT count(*) FROM tool_calls"),
+            responses_calls=count("SELECT count(*) FROM tool_calls WHERE protocol = 'responses'"),
+            returns=count("SELECT count(*) FROM tool_returns"),
+            answered=int(answered or 0),
+            accepted=int(accepted or 0),
+            continued=int(continued or 0),
+            severities=severities,
+            rules=rules,
+            clients=[(str(c), int(f), int(t)) for c, f, t in capture.execute(CLIENTS)],
+            decode_errors=count(DECODE_ERROR_COUNT),
+            failures=count("SELECT count(*) FROM flows WHERE failure IS NOT NULL"),
+        )
+
+
+LEDGER_COUNTS = "SELECT sum(answered), sum(accepted), sum(continued) FROM call_ledger"
+
+FINDINGS_BY_RULE = "SELECT rule, severity, count(*) FROM findings GROUP BY rule, severity"
+
+CLIENTS = """SELECT client, sum(source = 'flow'), sum(source = 'turn') FROM (
+    SELECT client, 'flow' AS source FROM flows UNION ALL SELECT client, 'turn' FROM turns)
+WHERE client IS NOT NULL GROUP BY client ORDER BY 2 DESC, 1"""
+
+TOOLS = """SELECT tool FROM tool_calls WHERE tool IS NOT NULL
+UNION SELECT tool FROM tool_returns WHERE call_id IS NULL AND tool IS NOT NULL ORDER BY 1"""
+
+ERRORS = """(CASE WHEN json_valid(t.errors) AND json_type(t.errors) = 'array'
+    THEN t.errors ELSE '[]' END)"""
+
+DECODE_ERROR_COUNT = f"SELECT sum(json_array_length({ERRORS})) FROM turns t"
+
+DECODE_ERRORS = f"""SELECT t.id AS turn_id, t.conversation_id,
+    CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.event_index') END AS event_index,
+    CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.kind') END AS kind,
+    CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.detail') ELSE e.value END AS detail
+FROM turns t, json_each({ERRORS}) e
+ORDER BY t.started_at, t.id, e.key"""
+
+FAILURES = """SELECT id, kind, path, started_at, failure FROM flows WHERE failure IS NOT NULL
+ORDER BY started_at, id"""

@@ -1,0 +1,76 @@
+"""An OpenAI Agents SDK agent with function tools of its own, pointed at a base URL: what a
+client team runs against `convtap record` + `convtap mock --scenario declared`.
+
+    python agents_client.py BASE_URL {run|streamed} [--previous-response-id]
+
+Prints one JSON line per tool invocation ({"tool", "arguments"}), then {"final": text}, and the
+JSON Schema of every tool ({"schemas": {...}}) so that the test can check the arguments.
+Runs in the clients' own virtualenv (openai 3, openai-agents 0.24): no network but BASE_URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Literal
+
+from agents import (
+    Agent,
+    Runner,
+    function_tool,
+    set_default_openai_api,
+    set_default_openai_client,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
+
+
+def said(tool: str, **arguments: object) -> None:
+    print(json.dumps({"tool": tool, "arguments": arguments}), flush=True)
+
+
+@function_tool
+def lookup_order(order_id: str, include_items: bool) -> str:
+    """Look an order up.
+
+    Args:
+        order_id: The order's id.
+        include_items: Whether to list its items.
+    """
+    said("lookup_order", order_id=order_id, include_items=include_items)
+    return json.dumps({"order_id": order_id, "status": "shipped"})
+
+
+@function_tool
+def convert_price(amount: float, currency: Literal["EUR", "USD", "BRL"], rounded: int) -> str:
+    """Convert a price.
+
+    Args:
+        amount: How much.
+        currency: Into which currency.
+        rounded: Decimal places.
+    """
+    said("convert_price", amount=amount, currency=currency, rounded=rounded)
+    return f"{amount * 1.1:.{max(0, min(rounded, 4))}f} {currency}"
+
+
+async def main(base_url: str, mode: str, previous: bool) -> None:
+    set_tracing_disabled(True)  # no traces sent anywhere
+    set_default_openai_client(AsyncOpenAI(base_url=base_url, api_key="sk-proj-" + "k" * 40))
+    set_default_openai_api("responses")
+    agent = Agent(name="shop", instructions="Use the tools.", model="gpt-5.1",
+                  tools=[lookup_order, convert_price])  # fmt: skip
+    print(json.dumps({"schemas": {t.name: t.params_json_schema for t in agent.tools}}), flush=True)
+    prompt = "Look up order A-17 and convert 20 to EUR."
+    if mode == "streamed":
+        result = Runner.run_streamed(agent, prompt, auto_previous_response_id=previous)
+        async for _ in result.stream_events():
+            pass
+    else:
+        result = await Runner.run(agent, prompt, auto_previous_response_id=previous)
+    print(json.dumps({"final": str(result.final_output)}), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], "--previous-response-id" in sys.argv))

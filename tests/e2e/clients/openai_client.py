@@ -1,0 +1,72 @@
+"""The plain `openai` client on the Responses API, answering every call it is asked to make:
+streamed or not, stateless (the whole input again) or with previous_response_id, and, with
+--faulty, answering function calls with their item id (fc_...) instead of their call_id.
+
+    python openai_client.py BASE_URL [--stream] [--previous] [--faulty]
+
+Prints one JSON line per call it ran ({"tool", "arguments"}) and {"final": text}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from openai import OpenAI
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "name": "get_weather", "strict": True,
+     "description": "Weather for a city.",
+     "parameters": {"type": "object", "additionalProperties": False,
+                    "required": ["city", "unit"],
+                    "properties": {"city": {"type": "string"},
+                                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}},
+    {"type": "function", "name": "schedule", "strict": False,
+     "description": "Put something in the calendar.",
+     "parameters": {"type": "object", "required": ["title", "slots"],
+                    "properties": {"title": {"type": "string"},
+                                   "slots": {"type": "array", "minItems": 1, "items": {
+                                       "type": "object", "required": ["day", "hour"],
+                                       "properties": {"day": {"type": "string", "format": "date"},
+                                                      "hour": {"type": "integer", "minimum": 8,
+                                                               "maximum": 18}}}}}}},
+]  # fmt: skip
+
+
+def main(base_url: str, stream: bool, previous: bool, faulty: bool) -> None:
+    client = OpenAI(base_url=base_url, api_key="sk-proj-" + "o" * 40)
+    print(json.dumps({"schemas": {t["name"]: t["parameters"] for t in TOOLS}}), flush=True)
+    items: list[Any] = [{"role": "user", "content": "Weather in Lisboa, and book a meeting."}]
+    previous_id = None
+    for _ in range(4):
+        if stream:
+            with client.responses.stream(model="gpt-5.1", input=items, tools=TOOLS,
+                                         previous_response_id=previous_id) as events:  # fmt: skip
+                for _event in events:
+                    pass
+                response = events.get_final_response()
+        else:
+            response = client.responses.create(model="gpt-5.1", input=items, tools=TOOLS,
+                                               previous_response_id=previous_id)  # fmt: skip
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            print(json.dumps({"final": response.output_text}), flush=True)
+            return
+        outputs = []
+        for call in calls:
+            arguments = json.loads(call.arguments)
+            print(json.dumps({"tool": call.name, "arguments": arguments}), flush=True)
+            answer = call.id if faulty else call.call_id  # the classic bug: the item's id
+            outputs.append({"type": "function_call_output", "call_id": answer,
+                            "output": json.dumps({"ok": True, "tool": call.name})})  # fmt: skip
+        if previous:
+            previous_id, items = response.id, outputs
+        else:
+            items = [*items, *[c.model_dump(exclude_none=True) for c in calls], *outputs]
+    raise SystemExit("the model never answered")
+
+
+if __name__ == "__main__":
+    flags = sys.argv[2:]
+    main(sys.argv[1], "--stream" in flags, "--previous" in flags, "--faulty" in flags)

@@ -1,0 +1,260 @@
+"""The report as a person sees it: Debian's headless Chromium opens the page from disk, driven
+over the Chrome DevTools Protocol, and the test reads what is rendered and what was fetched."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pytest
+from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+from tests.report.test_report import build_capture, rows
+from tests.runner import convtap
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-default-apps"]  # fmt: skip
+PWNED = "<script>window.__convtapPwned = 1</script>"
+TIMEOUT = 60.0
+
+
+class Chromium:
+    """Headless Chromium and one page of it, driven over the DevTools protocol (JSON messages
+    on a websocket). Every request the page makes is kept in `requests`."""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        self.requests: list[str] = []
+        self._loop = asyncio.new_event_loop()
+        self._ids = itertools.count(1)
+        self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._waiting: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
+
+    def __enter__(self) -> Chromium:
+        self._profile = tempfile.TemporaryDirectory(prefix="convtap-chromium-")
+        self._process = subprocess.Popen(
+            [self.binary, *FLAGS, f"--user-data-dir={self._profile.name}",
+             "--remote-debugging-port=0", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            self._run(self._connect())
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        self._stop()
+
+    def open(self, url: str) -> None:
+        """Navigate, wait for the load event and for the page's script to be ready."""
+        self._run(self._open(url))
+
+    def evaluate(self, expression: str) -> Any:
+        return self._run(self._evaluate(expression))
+
+    def screenshot(self, width: int, height: int) -> bytes:
+        self._run(self._send("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                             deviceScaleFactor=1, mobile=False))  # fmt: skip
+        shot = self._run(self._send("Page.captureScreenshot", format="png"))
+        return base64.b64decode(shot["data"])
+
+    # -- the protocol ----------------------------------------------------------------------------
+
+    def _run(self, step: Any) -> Any:
+        return self._loop.run_until_complete(asyncio.wait_for(step, TIMEOUT))
+
+    async def _connect(self) -> None:
+        port_file = Path(self._profile.name) / "DevToolsActivePort"
+        while not port_file.is_file() or not port_file.read_text().strip():
+            if self._process.poll() is not None:
+                raise RuntimeError(f"chromium exited with status {self._process.returncode}")
+            await asyncio.sleep(0.05)
+        port = int(port_file.read_text().splitlines()[0])
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+        with direct.open(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            targets = json.loads(answer.read())
+        page = next(t for t in targets if t["type"] == "page")
+        self._socket: WebSocketClientConnection = await websocket_connect(
+            page["webSocketDebuggerUrl"], max_message_size=1 << 30
+        )
+        self._reader = asyncio.ensure_future(self._read())
+        for domain in ("Page", "Network", "Runtime"):
+            await self._send(f"{domain}.enable")
+
+    async def _read(self) -> None:
+        while (message := await self._socket.read_message()) is not None:
+            data = json.loads(message)
+            if "id" in data:
+                self._replies.pop(data["id"]).set_result(data)
+                continue
+            if data["method"] == "Network.requestWillBeSent":
+                self.requests.append(data["params"]["request"]["url"])
+            for waiter in self._waiting.pop(data["method"], []):
+                waiter.set_result(data["params"])
+
+    async def _send(self, method: str, **params: Any) -> dict[str, Any]:
+        call_id = next(self._ids)
+        reply = self._replies[call_id] = self._loop.create_future()
+        await self._socket.write_message(json.dumps({"id": call_id, "method": method,
+                                                     "params": params}))  # fmt: skip
+        answer = await reply
+        if "error" in answer:
+            raise RuntimeError(f"{method}: {answer['error']}")
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def _event(self, method: str) -> asyncio.Future[dict[str, Any]]:
+        waiter = self._loop.create_future()
+        self._waiting.setdefault(method, []).append(waiter)
+        return waiter
+
+    async def _open(self, url: str) -> None:
+        loaded = self._event("Page.loadEventFired")
+        navigated = await self._send("Page.navigate", url=url)
+        if "errorText" in navigated:
+            raise RuntimeError(f"cannot open {url}: {navigated['errorText']}")
+        await loaded
+        if url.startswith("file:"):
+            while not await self._evaluate("window.__convtapReady === true"):
+                await asyncio.sleep(0.02)
+
+    async def _evaluate(self, expression: str) -> Any:
+        result = await self._send("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def _stop(self) -> None:
+        try:
+            if hasattr(self, "_socket"):
+                self._run(self._send("Browser.close"))
+        except Exception:
+            pass  # it is stopped below either way
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._process.pid, signal.SIGKILL)  # the group chromium was started in
+            self._process.wait(10)
+        if hasattr(self, "_reader"):
+            self._reader.cancel()
+        self._loop.run_until_complete(asyncio.sleep(0))
+        self._loop.close()
+        self._profile.cleanup()
+
+
+def chromium() -> str:
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.skip("Debian's chromium is not installed (CI installs it)")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    db = build_capture(tmp_path_factory.mktemp("browser"), PWNED)
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    return db, Path(ran.stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    with Chromium(chromium()) as opened:
+        yield opened
+
+
+def findings_shown(browser: Chromium) -> list[dict[str, Any]]:
+    return list(
+        browser.evaluate("""[...document.querySelectorAll('.finding')].map((el) => ({
+        rule: el.dataset.rule, severity: el.dataset.severity, hidden: el.hidden,
+        visible: el.checkVisibility()}))""")
+    )
+
+
+def test_what_a_person_sees(browser: Chromium, report: tuple[Path, Path]) -> None:
+    db, page = report
+    browser.open(page.as_uri())
+    text = browser.evaluate("document.body.innerText")
+    for (call_id,) in rows(db, "SELECT call_id FROM tool_calls"):
+        assert call_id in text
+    expected = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
+    shown = findings_shown(browser)
+    assert Counter(f["rule"] for f in shown) == expected
+    assert all(f["visible"] for f in shown)
+    for rule in expected:
+        assert rule in text
+
+
+def test_a_script_in_a_message_is_shown_and_never_runs(
+    browser: Chromium, report: tuple[Path, Path]
+) -> None:
+    browser.open(report[1].as_uri())
+    assert PWNED in browser.evaluate("document.body.innerText")
+    assert browser.evaluate("typeof window.__convtapPwned") == "undefined"
+    assert browser.evaluate("document.scripts.length") == 1
+
+
+def test_the_rule_filter_from_the_url_fragment(
+    browser: Chromium, report: tuple[Path, Path]
+) -> None:
+    browser.open("about:blank")
+    browser.open(report[1].as_uri() + "#rule=return-recipient")
+    shown = findings_shown(browser)
+    assert [f for f in shown if f["rule"] == "return-recipient" and f["visible"]]
+    others = [f for f in shown if f["rule"] != "return-recipient"]
+    assert others and all(f["hidden"] and not f["visible"] for f in others)
+    assert browser.evaluate("document.querySelector('[name=rule]').value") == "return-recipient"
+    calls = browser.evaluate(
+        "[...document.querySelectorAll('.call')].map((el) => [el.id, el.checkVisibility()])"
+    )
+    assert [name for name, visible in calls if visible] == [
+        "call-b6d6e3a6-af6f-4a78-a649-8e3935182fcc"
+    ]
+
+
+def test_rule_and_severity_together_and_the_filter_function(
+    browser: Chromium, report: tuple[Path, Path]
+) -> None:
+    browser.open("about:blank")
+    browser.open(report[1].as_uri() + "#rule=return-recipient&severity=warning")
+    assert not [f for f in findings_shown(browser) if f["visible"]]
+    browser.evaluate("window.convtapFilter({severity: 'warning'})")
+    visible = {f["rule"] for f in findings_shown(browser) if f["visible"]}
+    assert visible == {"prepare-missing", "responses-call-unanswered"}
+    browser.evaluate("window.convtapFilter({tool: 'get_weather'})")
+    visible = {f["rule"] for f in findings_shown(browser) if f["visible"]}
+    assert visible == {"responses-call-unanswered"}
+    browser.evaluate("window.convtapFilter({q: 'CALENDAR tools'})")
+    assert "call_S1kq9Wz" in browser.evaluate("document.body.innerText")
+    assert "b6d6e3a6-af6f-4a78-a649-8e3935182fcc" not in browser.evaluate(
+        "document.getElementById('timeline').innerText"
+    )
+    browser.evaluate("window.convtapFilter({})")
+    assert all(f["visible"] for f in findings_shown(browser))
+
+
+def test_nothing_but_the_file_itself_is_fetched(
+    browser: Chromium, report: tuple[Path, Path]
+) -> None:
+    browser.requests.clear()
+    browser.open("about:blank")
+    browser.open(report[1].as_uri())
+    browser.evaluate("window.convtapFilter({rule: 'prepare-missing'})")
+    fetched = [url for url in browser.requests if url != "about:blank"]
+    assert fetched == [report[1].as_uri()]

@@ -1,0 +1,242 @@
+"""`convtap report`: the page of a capture, as a file (what it holds, what it never does)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convtap.record.capture import import_into
+from convtap.record.store import connect
+from convtap.report.page import marked_json
+
+from tests.runner import convtap
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "captures" / "examples" / "rules"
+SSE = ROOT / "captures" / "examples" / "sse"
+SCRIPT = "<script>alert(1)</script>"
+RECIPIENT_CALL = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"
+
+
+def build_capture(folder: Path, user_text: str) -> Path:
+    """A capture whose user message says `user_text`: the seed session with a faulty return
+    (return-recipient, an error), no prepare before it (prepare-missing, a warning), and a
+    Responses API session answered with the item id (responses-output-call-id, an error;
+    responses-call-unanswered, a warning); audited, so that its findings are stored."""
+    har = json.loads((RULES / "return-recipient" / "fail.har").read_text())
+    del har["log"]["entries"][3]  # the prepare before the return
+    text = json.dumps(har).replace("use o alefita way", user_text.replace('"', '\\"'))
+    session = folder / "session.har"
+    session.write_text(text)
+    db = folder / "capture.db"
+    results = import_into(db, [session, RULES / "responses-output-call-id" / "fail.har"])
+    assert not any(r.error for r in results), results
+    assert convtap("audit", "--db", str(db)).returncode == 1
+    return db
+
+
+def rows(db: Path, sql: str) -> list[Any]:
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+class Page(HTMLParser):
+    """What a page holds: its text, its findings' rules, its scripts and what it links to."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.finding_rules: list[str] = []
+        self.scripts = 0
+        self.links: list[str] = []
+        self.csp: str | None = None
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if "finding" in (found.get("class") or "").split():
+            self.finding_rules.append(found["data-rule"] or "")
+        self.scripts += tag == "script"
+        self.links += [v or "" for k, v in attrs if k in ("src", "href", "action", "srcset")]
+        if tag == "meta" and found.get("http-equiv") == "Content-Security-Policy":
+            self.csp = found.get("content")
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_capture(tmp_path_factory.mktemp("report"), f"olá {SCRIPT} and more")
+
+
+@pytest.fixture(scope="module")
+def page(capture: Path) -> str:
+    ran = convtap("report", "--db", str(capture))
+    assert ran.returncode == 0, ran.stderr
+    return Path(ran.stdout.strip()).read_text(encoding="utf-8")
+
+
+def test_a_script_in_a_message_is_text_never_markup(page: str) -> None:
+    assert SCRIPT not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    parsed = Page(page)
+    assert parsed.scripts == 1  # the page's own
+    assert SCRIPT in "".join(parsed.text)
+
+
+def test_every_call_and_every_finding_shows(capture: Path, page: str) -> None:
+    parsed = Page(page)
+    text = "".join(parsed.text)
+    calls = [call_id for (call_id,) in rows(capture, "SELECT call_id FROM tool_calls")]
+    assert len(calls) == 3
+    for call_id in calls:
+        assert call_id in text
+    rules = Counter(rule for (rule,) in rows(capture, "SELECT rule FROM findings"))
+    assert {"return-recipient", "prepare-missing", "responses-output-call-id"} <= set(rules)
+    assert Counter(parsed.finding_rules) == rules  # each finding once, where it happened
+
+
+def test_every_rule_fixture_shows_every_finding(tmp_path: Path) -> None:
+    """All the failing fixtures in one capture: each finding is placed exactly once, whether
+    it sits on a call, a return answering no call, or a request."""
+    db = tmp_path / "all.db"
+    results = import_into(db, sorted(RULES.glob("*/fail.har")))
+    assert not any(r.error for r in results)
+    convtap("audit", "--db", str(db))
+    output = tmp_path / "all.html"
+    assert convtap("report", "--db", str(db), "--output", str(output)).returncode == 0
+    parsed = Page(output.read_text(encoding="utf-8"))
+    rules = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
+    assert len(rules) >= 25
+    assert Counter(parsed.finding_rules) == rules
+    for (call_id,) in rows(db, "SELECT call_id FROM tool_calls"):
+        assert call_id in "".join(parsed.text)
+
+
+def test_the_offending_field_is_marked_in_the_return(page: str) -> None:
+    mark = re.search(r'<mark data-rules="return-recipient"[^>]*>([^<]*)</mark>', page)
+    assert mark is not None
+    assert mark.group(1).strip() == '"recipient": "alefita_way",'
+    mark = re.search(r'<mark data-rules="responses-output-call-id"[^>]*>([^<]*)</mark>', page)
+    assert mark is not None and "fc_68a1b2c3" in mark.group(1)
+
+
+def test_both_protocols_show_their_calls_and_returns(page: str) -> None:
+    shown = ["call_Qx7RkP2m", "fc_68a1b2c3", "call_S1kq9Wz", "function_call_output",
+             "tool_search_output", "local.alefita_way", "answering no recorded call"]  # fmt: skip
+    assert [item for item in shown if item not in page] == []
+
+
+def test_the_summary_counts(page: str) -> None:
+    text = re.sub(r"\s+", " ", "".join(Page(page).text))
+    assert "3 calls" in text and "fixture-client/1.0" in text
+    assert "2 error" in text and "2 warning" in text
+
+
+def test_the_page_is_self_contained(page: str) -> None:
+    parsed = Page(page)
+    assert parsed.csp == (
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+    )
+    assert parsed.links and all(link.startswith(("#", "data:")) for link in parsed.links)
+    assert "@import" not in page and "url(" not in page
+
+
+def test_the_capture_is_not_changed(capture: Path, tmp_path: Path) -> None:
+    before = hashlib.sha256(capture.read_bytes()).hexdigest()
+    siblings = sorted(p.name for p in capture.parent.iterdir())
+    output = tmp_path / "page.html"
+    assert convtap("report", "--db", str(capture), "--output", str(output)).returncode == 0
+    assert hashlib.sha256(capture.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in capture.parent.iterdir()) == siblings
+
+
+def test_the_page_goes_beside_the_database_by_default(capture: Path, tmp_path: Path) -> None:
+    db = tmp_path / "copy.db"
+    db.write_bytes(capture.read_bytes())
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0
+    assert ran.stdout == f"{tmp_path / 'copy.db.html'}\n"
+    assert (tmp_path / "copy.db.html").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_decode_errors_and_our_own_failures_are_listed(tmp_path: Path) -> None:
+    db = tmp_path / "errors.db"
+    assert not import_into(db, [SSE / "malformed.sse"])[0].error
+    conn = connect(db)
+    with conn.conn:
+        conn.execute("UPDATE flows SET failure = 'TypeError: <b>boom</b>'")
+    conn.conn.close()
+    assert convtap("report", "--db", str(db)).returncode == 0
+    page = (tmp_path / "errors.db.html").read_text()
+    text = re.sub(r"\s+", " ", "".join(Page(page).text))
+    assert "malformed-json" in text and "invalid-delta" in text
+    assert "TypeError: <b>boom</b>" in text and "<b>boom</b>" not in page
+
+
+def test_an_empty_capture_is_a_page_saying_so(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    connect(db).conn.close()
+    assert convtap("report", "--db", str(db)).returncode == 0
+    assert "Nothing recorded yet." in (tmp_path / "empty.db.html").read_text()
+
+
+def _foreign(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [(None, "no database at"), (lambda p: p.write_bytes(b""), "is empty"),
+     (lambda p: p.write_bytes(b"\x00" * 4096), "not a SQLite database"),
+     (_foreign, "not a convtap capture")],
+)  # fmt: skip
+def test_what_is_not_a_capture_is_one_line_and_exit_2(tmp_path: Path, make: Any, says: str) -> None:
+    db = tmp_path / "x.db"
+    if make is not None:
+        make(db)
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 2
+    assert ran.stderr.startswith("convtap: ") and says in ran.stderr
+    assert ran.stderr.count("\n") == 1
+    assert not (tmp_path / "x.db.html").exists()
+
+
+def test_a_page_that_cannot_be_written_is_one_line(capture: Path, tmp_path: Path) -> None:
+    ran = convtap("report", "--db", str(capture), "--output", str(tmp_path / "no" / "p.html"))
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1
+    ran = convtap("report", "--db", str(capture), "--output", str(capture))
+    assert ran.returncode == 2 and "would replace the capture" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, [], {"a": {}, "b": [], "c": [1, {"d": None}], "é": 'ü\n"<'}, [[[]]], "x", 1.5, None],
+)
+def test_returns_are_indented_as_json_dumps_does(value: Any) -> None:
+    text = json.dumps(value)
+    indented = json.dumps(value, ensure_ascii=False, indent=2)
+    assert marked_json(text, {}) == indented.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def test_a_missing_field_marks_its_nearest_parent() -> None:
+    text = json.dumps({"metadata": {}, "content": {"text": "x"}})
+    marked = marked_json(text, {("metadata", "is_visually_hidden_from_conversation"): ["r"]})
+    assert '<mark data-rules="r" title="r">  "metadata": {},</mark>' in marked
+    assert "<mark" not in marked_json(text, {("nothing", "here"): ["r"]})
