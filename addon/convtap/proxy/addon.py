@@ -19,6 +19,7 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.exceptions import OptionsError
 
+from convtap.proxy import contentview
 from convtap.proxy.tap import Tap
 from convtap.record.events import (
     OwnFailure,
@@ -37,6 +38,7 @@ from convtap.wire.session import endpoint_kind
 log = logging.getLogger("convtap")
 # Why recording stopped, in this process (`convtap record` exits non-zero when it did).
 FAILURES: list[str] = []
+KEEP_BODY = 16 << 20  # bytes of a streamed body kept on its flow for mitmproxy's views
 LAG_REPORT = 64_000_000  # bytes of journal behind which the lag is reported (then at each 2x)
 
 
@@ -57,6 +59,7 @@ class ConvtapAddon:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def load(self, loader: Loader) -> None:
+        contentview.register()
         loader.add_option("convtap_db", str, str(DEFAULT_DB), "convtap: the capture database.")
         loader.add_option(
             "convtap_redact", bool, True, "convtap: redact secrets before they are stored."
@@ -68,6 +71,11 @@ class ConvtapAddon:
         loader.add_option(
             "convtap_ws_trim", bool, False,
             "convtap: drop WebSocket messages from mitmproxy's memory once recorded.",
+        )  # fmt: skip
+        loader.add_option(
+            "convtap_keep_body", int, KEEP_BODY,
+            "convtap: keep a copy of each streamed conversation body up to this many bytes, so"
+            " mitmweb, the console and saved flows show it (0: never).",
         )  # fmt: skip
         loader.add_option(
             "convtap_worker", bool, True,
@@ -88,7 +96,7 @@ class ConvtapAddon:
     def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = False) -> None:
         """Start recording into `db`: through the journal and a recorder process, or in this
         process (tests)."""
-        self.done()
+        self.close()
         if not redact:
             log.warning("convtap: redaction is OFF: secrets are stored in clear in %s", db)
         self.backend = (JournalBackend if worker else LocalRecorder)(db, redact=redact, echo=echo)
@@ -120,6 +128,10 @@ class ConvtapAddon:
                 said = LAG_REPORT
 
     def done(self) -> None:
+        contentview.unregister()
+        self.close()
+
+    def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
@@ -154,7 +166,8 @@ class ConvtapAddon:
                 headers = headers_of(flow.response)
                 self.send(ResponseStarted(flow.id, flow.response.status_code, headers))
                 encoding = flow.response.headers.get("content-encoding", "")
-                flow.response.stream = Tap(flow.id, encoding, self.send, self.failure)
+                keep = ctx.options.convtap_keep_body
+                flow.response.stream = Tap(flow.id, encoding, self.send, self.failure, keep)
                 self.tapped.add(flow.id)
         except Exception as exc:
             self.failure(flow.id, exc)
@@ -180,6 +193,11 @@ class ConvtapAddon:
         self.tapped.discard(flow.id)
         for event in response_events(flow, streamed=streamed):
             self.send(event)
+        response = flow.response
+        if response is not None and isinstance(response.stream, Tap):
+            kept = response.stream.kept
+            if kept is not None and response.raw_content is None:
+                response.raw_content = bytes(kept)  # for the views: the client has had it all
 
     # -- WebSocket -------------------------------------------------------------------------------
 

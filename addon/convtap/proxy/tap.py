@@ -64,15 +64,25 @@ class Tap:
         encoding: str,
         send: Callable[[RecorderEvent], None],
         fail: Callable[[str, BaseException], None],
+        keep: int = 0,
     ) -> None:
         self.flow_id, self.send, self.on_failure = flow_id, send, fail
         self.failed = False
+        self.keep = keep
+        # a copy of the body as it went to the client, for mitmproxy's views and saved flows;
+        # dropped (None) once it would pass `keep` bytes
+        self.kept: bytearray | None = bytearray() if keep > 0 else None
         try:
             self.decode = decompressor(encoding)
         except Exception as exc:
             self.fail(exc)
 
     def __call__(self, data: bytes) -> bytes:
+        if self.kept is not None:
+            if len(self.kept) + len(data) > self.keep:
+                self.kept = None
+            else:
+                self.kept += data
         if data and not self.failed:
             try:
                 plain = self.decode(data)

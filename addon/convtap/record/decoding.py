@@ -7,6 +7,7 @@ written at the end, in `--format json`'s shape (a contract) or as text for peopl
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import tempfile
@@ -80,20 +81,41 @@ def decode(
     ws_path: str | None = None,
     redact: bool = True,
 ) -> None:
-    redactor: Redactor = Redactor() if redact else ClearText()
     handles = [open_input(name) for name in names]
     try:
-        first = handles[0].read(PIECE)
-        if protocol == "responses" or (protocol == "auto" and looks_like_responses(first)):
-            _responses(handles, first, out, fmt, redactor)
-        else:
-            _conversation(handles, first, ws_path, out, fmt, redactor)
+        decode_streams(handles, out, fmt=fmt, protocol=protocol, ws_path=ws_path, redact=redact)
     except OSError as exc:
         raise DecodeInputError(f"cannot read the input: {exc.strerror or exc}") from exc
     finally:
         for handle in handles:
             if handle is not sys.stdin.buffer:
                 handle.close()
+
+
+def decode_streams(
+    handles: list[BinaryIO],
+    out: TextIO,
+    *,
+    fmt: str = "text",
+    protocol: str = "auto",
+    ws_path: str | None = None,
+    redact: bool = True,
+) -> None:
+    """Bodies (the first, then its resume legs) read from open binary files."""
+    redactor: Redactor = Redactor() if redact else ClearText()
+    first = handles[0].read(PIECE)
+    if protocol == "responses" or (protocol == "auto" and looks_like_responses(first)):
+        _responses(handles, first, out, fmt, redactor)
+    else:
+        _conversation(handles, first, ws_path, out, fmt, redactor)
+
+
+def decoded_text(body: bytes) -> str:
+    """One body decoded for people, as `convtap decode` prints it (secrets as they are: it is
+    what the one who captured the traffic sees anyway)."""
+    out = io.StringIO()
+    decode_streams([io.BytesIO(body)], out, redact=False)
+    return out.getvalue()
 
 
 def _conversation(
