@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import sqlite3
 from pathlib import Path
 
 from convtap.proxy.addon import ConvtapAddon
+from convtap.record.redact import hints
 from convtap.record.worker import LocalRecorder
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
@@ -102,6 +105,8 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
         WebSocketMessage(Opcode.TEXT, False, json.dumps([{"type": "message", "topic_id": "x",
                          "payload": {"token": SECRETS["resume_token"]}}]).encode()),
     ]  # fmt: skip
+    for flow in flows:
+        flow.live = False  # bodies whole in `response`: tctx.cycle never calls a stream tap
     with taddons.context(addon) as tctx:
         tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
         for flow in [*flows, ws]:
@@ -112,9 +117,45 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
         files = [db, db.with_name(db.name + "-wal")]
         raw = b"".join(p.read_bytes() for p in files if p.exists())
         assert b"<redacted:" in raw and b"ws:server" in raw
+        legs = addon.backend.writer.db.execute("SELECT sum(legs) FROM turns").fetchone()[0]
+        assert legs == 3  # every body was decoded (the resume names a turn of its own)
         leaked = [name for name, secret in SECRETS.items() if secret.encode() in raw]
         assert leaked == []
         addon.done()
     raw = db.read_bytes()
     assert [name for name, secret in SECRETS.items() if secret.encode() in raw] == []
     assert oct(db.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_secret_in_the_websocket_leg_of_a_turn_is_redacted(tmp_path: Path) -> None:
+    """The turn hands off to the user WebSocket; the text the model writes there carries a key.
+    The HTTP leg had no hint of a secret: the message must be scrubbed all the same."""
+    secret = "sk-proj-CANARYwsLEG" + "x7" * 16
+    frames = (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
+    frames = [frame.replace("uma plani", secret) for frame in frames]
+    assert any(secret in frame for frame in frames)
+    addon = ConvtapAddon()
+    db = tmp_path / "ws.db"
+    body = (SSE / "handoff_ws.sse").read_text()
+    body = re.sub(r"eyJ[\w.-]+", "plain-resume-token", body)  # no hint of a value in HTTP
+    assert hints(body)[1] is False
+    sse = tutils.tresp(headers=http.Headers(content_type="text/event-stream"),
+                       content=body.encode())  # fmt: skip
+    turn = tflow.tflow(req=request("/backend-api/f/conversation", user_turn()), resp=sse)
+    turn.live = False  # the body whole in `response`: tctx.cycle never calls a stream tap
+    ws = tflow.twebsocketflow()
+    ws.request.path = "/backend-api/ws/user/user-1"
+    ws.websocket.messages = [  # type: ignore[union-attr]
+        WebSocketMessage(Opcode.TEXT, False, frame.encode()) for frame in frames
+    ]
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
+        for flow in (turn, ws):
+            asyncio.run(tctx.cycle(addon, flow))
+        addon.done()
+    with sqlite3.connect(db) as conn:
+        texts = [row[0] for row in conn.execute("SELECT text || json FROM messages")]
+        legs = conn.execute("SELECT ws_topic FROM turns WHERE ws_topic IS NOT NULL").fetchall()
+    assert legs, "the turn did not continue on the WebSocket"
+    assert any("<redacted:" in text for text in texts)
+    assert secret.encode() not in db.read_bytes()

@@ -15,6 +15,7 @@ from typing import Any
 
 from convtap.contract.returns import Call
 from convtap.record.output import Output
+from convtap.record.redact import hints
 from convtap.record.redact_stream import StreamRedaction
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import Update
@@ -110,7 +111,9 @@ class ConversationSide:
         """A server frame of the user socket: every claimed turn topic may continue with it, and
         a turn that hands off later takes the frames that came before (the backlog)."""
         self.ws_backlog.append(text)
+        marks = hints(text) if self.topics else (False, False)
         for turn in list(self.topics.values()):
+            turn.redaction.hinted(*marks)
             self._updates(turn, turn.decoder.feed_ws_frame(text), at)
 
     def ws_end(self, at: float) -> None:
@@ -127,6 +130,7 @@ class ConversationSide:
         turn.ws_topic = topic
         self.topics[topic] = turn
         for frame in list(self.ws_backlog):
+            turn.redaction.hinted(*hints(frame))
             self._updates(turn, turn.decoder.feed_ws_frame(frame), at)
 
     def close(self) -> None:
@@ -213,7 +217,10 @@ class ConversationSide:
         self.written[message["id"]] = fingerprint
         author = message.get("author") or {}
         content = message.get("content") or {}
-        stored, stored_text = self.out.redact.message(message, text, turn.redaction.values_clean)
+        clean = turn.redaction
+        stored, stored_text = self.out.redact.message(
+            message, text, clean.values_clean, clean.keys_clean
+        )
         self.out.upsert("messages", {
             "id": message["id"], "conversation_id": turn.conversation_id, "turn_id": turn.id,
             "role": author.get("role"), "name": author.get("name"),

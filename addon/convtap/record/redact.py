@@ -342,13 +342,18 @@ class Redactor:
         return text if redacted == value else dumps(redacted) or text
 
     def message(
-        self, message: dict[str, Any], text: str, values_clean: bool = False
+        self,
+        message: dict[str, Any],
+        text: str,
+        values_clean: bool = False,
+        keys_clean: bool = False,
     ) -> tuple[str, str]:
         """A message as stored: its JSON and its text, redacted. `values_clean`: the stream it
         came in had no hint of a secret value, so only its keys are looked at (a walk of its
-        structure, not of its text)."""
+        structure, not of its text); `keys_clean` too: no hint of a secret key either, so the
+        message is not looked at again (a JSON text in it still is)."""
         raw = dumps(message) or ""
-        keys, values = hints(raw)
+        keys, values = (False, False) if values_clean and keys_clean else hints(raw)
         scrub = values and not values_clean
         stored = self._walk(message, scrub) if keys or scrub else message
         if text[:1] == "{" and text[-1:] == "}":
@@ -444,7 +449,11 @@ class ClearText(Redactor):
     """--no-redact: everything is kept as it came."""
 
     def message(
-        self, message: dict[str, Any], text: str, values_clean: bool = False
+        self,
+        message: dict[str, Any],
+        text: str,
+        values_clean: bool = False,
+        keys_clean: bool = False,
     ) -> tuple[str, str]:
         return dumps(message) or "", text
 

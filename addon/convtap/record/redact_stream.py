@@ -48,6 +48,13 @@ class StreamRedaction:
     held: Held | None = None
     tail: str = ""  # the end of the appended text so far, as JSON string text
     values_clean: bool = True  # no hint of a secret value in the stream so far
+    keys_clean: bool = True  # no hint of a secret key (or path) in the stream so far
+
+    def hinted(self, keys: bool, values: bool) -> None:
+        """Text the stream's messages are made of arrived another way (WebSocket frames), with
+        these hints (`hints(text)`): its messages are looked at as closely."""
+        self.keys_clean = self.keys_clean and not keys
+        self.values_clean = self.values_clean and not values
 
     def chunk(self, at: float, text: str, events: list[SSEEvent], keep: Keep) -> None:
         """A chunk's complete events: the held one goes out (redacted), this one is held."""
@@ -58,8 +65,7 @@ class StreamRedaction:
         keys, values = hints("".join(parts[0::3]) + "".join(paths))
         values = values or value_hints(window)
         self.tail = window[-TAIL:]
-        if values:
-            self.values_clean = False
+        self.hinted(keys, values)
         if not (keys or values or self.state.secret_path):
             self.flush()
             self.held = Held(at, text, events, keep)

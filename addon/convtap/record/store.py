@@ -1,4 +1,5 @@
-"""The capture database: schema, migrations, one batching writer. The only module that speaks SQL.
+"""The capture database: schema, migrations, one batching writer. With `report_queries` (what
+the report reads), the only modules that speak SQL.
 
 One SQLite file per capture, WAL mode, mode 0600. Rows arrive already redacted. Writes go through
 one `Writer` that commits in batches, each with the journal position the rows derive from, so a
@@ -33,7 +34,7 @@ from convtap.contract.audit import (
 from convtap.contract.returns import Call
 from convtap.wire.jsonvalue import loads_or_none
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = Path("captures") / "capture.db"
 DATASETTE = resources.files("convtap.record") / "datasette.json"  # canned queries
 
@@ -259,7 +260,55 @@ def _migrate_to_1(db: sqlite_utils.Database) -> None:
     db.execute(CALL_LEDGER)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1]
+# The full-text index catches up later (schema 2): tokenizing every message as it is written
+# took 40 % of the recorder's time, and a streamed message is written several times. The
+# triggers only note which rows changed (with the text the index holds for them, which a
+# `'delete'` needs; the first note of a row since the last catch-up is the one kept, and it is
+# kept with NOT EXISTS, since an upsert's conflict handling overrides a trigger's OR IGNORE);
+# `index_text` brings the index up to date when the recorder is idle and when
+# a writer closes.
+FTS_PENDING = [
+    "DROP TRIGGER IF EXISTS [messages_ai]",
+    "DROP TRIGGER IF EXISTS [messages_ad]",
+    "DROP TRIGGER IF EXISTS [messages_au]",
+    """CREATE TABLE IF NOT EXISTS [messages_fts_pending] (
+       rowid INTEGER PRIMARY KEY, indexed INTEGER NOT NULL, old_text TEXT)""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_fts_ai] AFTER INSERT ON [messages] BEGIN
+       INSERT INTO [messages_fts_pending] SELECT new.rowid, 0, NULL
+       WHERE NOT EXISTS (SELECT 1 FROM [messages_fts_pending] WHERE rowid = new.rowid); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_fts_au] AFTER UPDATE OF [text] ON [messages]
+       WHEN old.[text] IS NOT new.[text] BEGIN
+       INSERT INTO [messages_fts_pending] SELECT old.rowid, 1, old.[text]
+       WHERE NOT EXISTS (SELECT 1 FROM [messages_fts_pending] WHERE rowid = old.rowid); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_fts_ad] AFTER DELETE ON [messages] BEGIN
+       INSERT INTO [messages_fts_pending] SELECT old.rowid, 1, old.[text]
+       WHERE NOT EXISTS (SELECT 1 FROM [messages_fts_pending] WHERE rowid = old.rowid); END""",
+]
+INDEX_TEXT = [
+    """INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       SELECT 'delete', rowid, old_text FROM [messages_fts_pending] WHERE indexed""",
+    """INSERT INTO [messages_fts] (rowid, [text]) SELECT m.rowid, m.[text]
+       FROM [messages_fts_pending] p JOIN [messages] m ON m.rowid = p.rowid""",
+    "DELETE FROM [messages_fts_pending]",
+]
+
+
+def _migrate_to_2(db: sqlite_utils.Database) -> None:
+    for statement in FTS_PENDING:
+        db.execute(statement)
+
+
+def index_text(db: sqlite_utils.Database) -> None:
+    """Bring the full-text index of message text up to date (one transaction)."""
+    conn = db.conn
+    if conn.execute("SELECT 1 FROM [messages_fts_pending] LIMIT 1").fetchone() is None:
+        return
+    with conn:
+        for statement in INDEX_TEXT:
+            conn.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2]
 
 
 BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
@@ -429,9 +478,18 @@ class Writer:
         if ops or position is not None:
             self._commit(ops, position)
 
+    def index(self) -> None:
+        """Commit, then bring the full-text index up to date (the recorder is idle)."""
+        self.flush()
+        try:
+            index_text(self.db)
+        except sqlite3.Error as exc:
+            _raise_if_full(exc, self.path)
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+
     def close(self) -> None:
         try:
-            self.flush()
+            self.index()
         finally:
             self.db.conn.close()
 
@@ -604,3 +662,5 @@ def clear_derived(db: sqlite_utils.Database) -> None:
     with db.conn:
         for table in DERIVED:
             db.execute(f'DELETE FROM "{table}"')
+        db.execute("DELETE FROM [messages_fts_pending]")
+        db.execute("INSERT INTO [messages_fts] ([messages_fts]) VALUES ('delete-all')")

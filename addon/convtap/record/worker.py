@@ -174,6 +174,7 @@ class JournalConsumer:
                 if gone:
                     return
                 self.recorder.idle(time.time())
+                self.writer.index()
                 gone = proxy_gone(IDLE)
 
     def catch_up(self, *, writer_gone: bool = False) -> int:

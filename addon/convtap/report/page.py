@@ -23,8 +23,9 @@ from markupsafe import Markup
 
 from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
+from convtap.record import report_queries as queries
 from convtap.record.store import StoreError, open_readonly
-from convtap.report.timeline import CONVERSATIONS, conversations
+from convtap.report.timeline import conversations
 from convtap.wire.jsonvalue import loads_or_none
 
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"
@@ -89,9 +90,9 @@ def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
         "severities": SEVERITIES,
         "summary": summary,
         "registry": registry(),
-        "tools": (row[0] for row in capture.execute(TOOLS)),
-        "decode_errors": capture.query(DECODE_ERRORS),
-        "failures": capture.query(FAILURES),
+        "tools": queries.tools(capture),
+        "decode_errors": queries.decode_errors(capture),
+        "failures": queries.failures(capture),
         "conversations": conversations(capture),
     }
 
@@ -211,57 +212,12 @@ class Summary:
 
     @classmethod
     def of(cls, capture: sqlite_utils.Database) -> Summary:
-        def count(sql: str) -> int:
-            return int(capture.execute(sql).fetchone()[0] or 0)
-
         severities = dict.fromkeys(SEVERITIES, 0)
         rules = []
-        for rule, severity, n in capture.execute(FINDINGS_BY_RULE):
+        for rule, severity, n in queries.findings_by_rule(capture):
             severities[severity] = severities.get(severity, 0) + n
             rules.append((rule, severity, n))
         order = {rule_id: n for n, rule_id in enumerate(registry())}
         rules.sort(key=lambda r: (order.get(r[0], len(order)), r[0]))
-        answered, accepted, continued = capture.execute(LEDGER_COUNTS).fetchone()
-        return cls(
-            flows=count("SELECT count(*) FROM flows"),
-            turns=count("SELECT count(*) FROM turns"),
-            conversations=count(f"{CONVERSATIONS} SELECT count(*) FROM conv WHERE key != ''"),
-            calls=count("SELECT count(*) FROM tool_calls"),
-            responses_calls=count("SELECT count(*) FROM tool_calls WHERE protocol = 'responses'"),
-            returns=count("SELECT count(*) FROM tool_returns"),
-            answered=int(answered or 0),
-            accepted=int(accepted or 0),
-            continued=int(continued or 0),
-            severities=severities,
-            rules=rules,
-            clients=[(str(c), int(f), int(t)) for c, f, t in capture.execute(CLIENTS)],
-            decode_errors=count(DECODE_ERROR_COUNT),
-            failures=count("SELECT count(*) FROM flows WHERE failure IS NOT NULL"),
-        )
-
-
-LEDGER_COUNTS = "SELECT sum(answered), sum(accepted), sum(continued) FROM call_ledger"
-
-FINDINGS_BY_RULE = "SELECT rule, severity, count(*) FROM findings GROUP BY rule, severity"
-
-CLIENTS = """SELECT client, sum(source = 'flow'), sum(source = 'turn') FROM (
-    SELECT client, 'flow' AS source FROM flows UNION ALL SELECT client, 'turn' FROM turns)
-WHERE client IS NOT NULL GROUP BY client ORDER BY 2 DESC, 1"""
-
-TOOLS = """SELECT tool FROM tool_calls WHERE tool IS NOT NULL
-UNION SELECT tool FROM tool_returns WHERE call_id IS NULL AND tool IS NOT NULL ORDER BY 1"""
-
-ERRORS = """(CASE WHEN json_valid(t.errors) AND json_type(t.errors) = 'array'
-    THEN t.errors ELSE '[]' END)"""
-
-DECODE_ERROR_COUNT = f"SELECT sum(json_array_length({ERRORS})) FROM turns t"
-
-DECODE_ERRORS = f"""SELECT t.id AS turn_id, t.conversation_id,
-    CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.event_index') END AS event_index,
-    CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.kind') END AS kind,
-    CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.detail') ELSE e.value END AS detail
-FROM turns t, json_each({ERRORS}) e
-ORDER BY t.started_at, t.id, e.key"""
-
-FAILURES = """SELECT id, kind, path, started_at, failure FROM flows WHERE failure IS NOT NULL
-ORDER BY started_at, id"""
+        return cls(**queries.summary_counts(capture), severities=severities, rules=rules,
+                   clients=list(queries.clients(capture)))  # fmt: skip

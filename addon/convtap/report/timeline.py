@@ -10,7 +10,6 @@ on its request. Each finding is placed exactly once.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, groupby
@@ -18,6 +17,7 @@ from typing import Any
 
 import sqlite_utils
 
+from convtap.record import report_queries as queries
 from convtap.wire.jsonvalue import loads_or_none
 
 # Where each rule's offending field sits in a return (a tool message, or a Responses output
@@ -188,13 +188,9 @@ class Conversation:
 def conversations(capture: sqlite_utils.Database) -> Iterator[Conversation]:
     """Every conversation in the order it was first seen, each a stream of its steps. Consume
     them in order: each is read from the same merged stream as the next."""
-    merged = heapq.merge(*(capture.query(sql) for sql in STREAMS), key=_order)
+    merged = queries.timeline_rows(capture)
     for _, rows in groupby(merged, key=lambda r: (r["conv_at"], r["conv"])):
         yield _conversation(capture, rows)
-
-
-def _order(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in ORDER)
 
 
 def _conversation(capture: sqlite_utils.Database, rows: Iterator[dict[str, Any]]) -> Conversation:
@@ -205,8 +201,7 @@ def _conversation(capture: sqlite_utils.Database, rows: Iterator[dict[str, Any]]
 
 def _steps(capture: sqlite_utils.Database, rows: Iterable[dict[str, Any]]) -> Iterator[Step]:
     for step_id, group in groupby(rows, key=lambda r: r["step"]):
-        info = next(capture.query(STEP_TURN, [step_id]), None)
-        info = info or next(capture.query(STEP_FLOW, [step_id]), None) or {}
+        info = queries.step_info(capture, step_id)
         kind = "turn" if info.get("turn") else str(info.get("kind") or "request")
         items = (item for row in group if (item := _item(capture, row)) is not None)
         yield Step(step_id, kind, info, items)
@@ -223,7 +218,7 @@ def _item(capture: sqlite_utils.Database, row: dict[str, Any]) -> Item | None:
         return Item("call", _call(capture, row["call_id"], None))
     if what == "return":
         ret = Return.of(row)
-        ret.findings = [Finding.of(f) for f in capture.query(ORPHAN_FINDINGS, [ret.id])]
+        ret.findings = [Finding.of(f) for f in queries.orphan_findings(capture, ret.id)]
         return Item("return", ret)
     if what == "finding":
         return Item("finding", Finding.of(row))
@@ -231,10 +226,10 @@ def _item(capture: sqlite_utils.Database, row: dict[str, Any]) -> Item | None:
 
 
 def _call(capture: sqlite_utils.Database, call_id: str, message: Message | None) -> Call:
-    row = next(capture.query(CALL, {"id": call_id}))
-    returns = [Return.of(r) for r in capture.query(RETURNS, [call_id])]
+    row = queries.call_row(capture, call_id)
+    returns = [Return.of(r) for r in queries.call_returns(capture, call_id)]
     loose: list[Finding] = []
-    for found in capture.query(CALL_FINDINGS, [call_id]):
+    for found in queries.call_findings(capture, call_id):
         # The return the finding names, made by the request it was found in (two returns may
         # share a message id: a duplicate), else any return of that id, else the call itself.
         named = [r for r in returns if r.names(found["return_id"])]
@@ -251,104 +246,3 @@ def _call(capture: sqlite_utils.Database, call_id: str, message: Message | None)
     return Call(row["call_id"], row["protocol"], row["tool"], row["kind"], row["recipient"],
                 row["item_id"], row["called_at"], row["arguments"], row["arguments_text"] or "",
                 message, stages, returns, loose)  # fmt: skip
-
-
-# -- SQL -------------------------------------------------------------------------------------
-
-# A Responses request continues the response it names; its outputs answer that response's calls.
-PREVIOUS = """(CASE WHEN json_valid(f.request_body)
-    AND json_type(f.request_body, '$.previous_response_id') = 'text'
-    THEN json_extract(f.request_body, '$.previous_response_id') END)"""
-
-ON_A_CALL = "EXISTS (SELECT 1 FROM tool_calls c WHERE c.call_id = fd.call_id)"
-ON_AN_ORPHAN = """r.call_id IS NULL AND r.flow_id = fd.flow_id
-    AND (fd.return_id IN (r.id, r.message_id) OR (fd.return_id IS NULL
-         AND fd.call_id = r.body_call_id))"""
-
-# Each conversation with the time it was first seen (which orders the page), its calls and
-# its findings.
-CONVERSATIONS = f"""WITH conv AS (
-SELECT key, coalesce(min(at), 0.0) AS first_at, sum(calls) AS calls, sum(findings) AS findings
-FROM (
-    SELECT coalesce(conversation_id, '') AS key, started_at AS at, 0 AS calls, 0 AS findings
-    FROM turns
-    UNION ALL SELECT coalesce(conversation_id, ''), first_seen_at, 0, 0 FROM messages
-    UNION ALL SELECT coalesce(conversation_id, ''), called_at, 1, 0 FROM tool_calls
-    UNION ALL SELECT coalesce(conversation_id, ''), returned_at, 0, 0 FROM tool_returns
-    UNION ALL SELECT coalesce(fd.conversation_id, ''), fl.started_at, 0, 1
-    FROM findings fd LEFT JOIN flows fl ON fl.id = fd.flow_id
-    UNION ALL SELECT {PREVIOUS}, f.started_at, 0, 0 FROM flows f
-    WHERE f.kind = 'responses' AND {PREVIOUS} IS NOT NULL
-) GROUP BY key)
-"""
-
-# Page order. Within a step, rows of one time and kind keep the order they were recorded in.
-ORDER = ("conv_at", "conv", "step_at", "step", "rank", "at", "what", "row_id")
-
-
-def _stream(what: str, source: str, where: str, key: str, step: str, at: str, row_id: str,
-            columns: str) -> str:  # fmt: skip
-    """Rows of one kind, each with where it goes (conversation, step) and when, in page order.
-    CROSS JOIN keeps the source the outer loop, so that SQLite indexes `conv` (a plain JOIN
-    may scan the source once per conversation)."""
-    step_at = f"""coalesce((SELECT started_at FROM turns WHERE id = {step}),
-        (SELECT started_at FROM flows WHERE id = {step}), {at}, 0.0)"""
-    return f"""{CONVERSATIONS}
-SELECT conv.first_at AS conv_at, conv.key AS conv, conv.calls AS conv_calls,
-       conv.findings AS conv_findings, {step_at} AS step_at, coalesce({step}, '') AS step,
-       {0 if what == "step" else 1} AS rank, coalesce({at}, 0.0) AS at, '{what}' AS what,
-       {row_id} AS row_id, {columns}
-FROM {source} CROSS JOIN conv ON conv.key = coalesce({key}, '')
-WHERE {where}
-ORDER BY {", ".join(ORDER)}"""
-
-
-RETURN_COLUMNS = """r.id, r.message_id, r.protocol, r.flow_id, r.tool, r.body_call_id,
-    r.returned_at, r.message"""
-
-STREAMS = [
-    _stream("step", "turns t", "1", "t.conversation_id", "t.id", "t.started_at", "t.rowid",
-            "NULL"),
-    _stream("step", "flows f", f"f.kind = 'responses' AND {PREVIOUS} IS NOT NULL", PREVIOUS,
-            "f.id", "f.started_at", "f.rowid", "NULL"),
-    _stream("message", "messages m LEFT JOIN tool_calls c ON c.call_id = m.id", "1",
-            "m.conversation_id", "m.turn_id", "m.first_seen_at", "m.rowid",
-            """m.id, m.role, m.name, m.recipient, m.channel, m.status, m.content_type, m.text,
-            m.first_seen_at AS seen_at, c.call_id"""),
-    _stream("call", "tool_calls c", "NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.call_id)",
-            "c.conversation_id", "c.turn_id", "c.called_at", "c.rowid", "c.call_id"),
-    _stream("return", "tool_returns r", "r.call_id IS NULL", "r.conversation_id", "r.flow_id",
-            "r.returned_at", "r.rowid", RETURN_COLUMNS),
-    _stream("finding", "findings fd", f"""NOT {ON_A_CALL}
-            AND NOT EXISTS (SELECT 1 FROM tool_returns r WHERE {ON_AN_ORPHAN})""",
-            "fd.conversation_id", "fd.flow_id",
-            "(SELECT started_at FROM flows WHERE id = fd.flow_id)", "fd.id", "fd.*"),
-]  # fmt: skip
-
-CALL = """SELECT c.*, l.answered, l.accepted, l.continued
-FROM tool_calls c JOIN (SELECT * FROM call_ledger WHERE call_id = :id) l ON l.call_id = c.call_id
-WHERE c.call_id = :id"""
-
-RETURNS = f"""SELECT {RETURN_COLUMNS}, t.ended_at AS turn_ended_at, t.stream_complete,
-    a.ended_at AS flow_ended_at,
-    (SELECT min(n.seen_at) FROM conversation_nodes n
-     WHERE n.conversation_id = r.conversation_id AND n.node_id = r.message_id) AS node_seen_at
-FROM tool_returns r LEFT JOIN turns t ON t.id = r.flow_id LEFT JOIN flows a ON a.id = r.flow_id
-WHERE r.call_id = ? ORDER BY r.returned_at, r.id"""
-
-CALL_FINDINGS = "SELECT * FROM findings WHERE call_id = ? ORDER BY id"
-
-ORPHAN_FINDINGS = f"""SELECT fd.* FROM findings fd JOIN tool_returns r ON r.id = ?
-WHERE NOT {ON_A_CALL} AND {ON_AN_ORPHAN} ORDER BY fd.id"""
-
-STEP_TURN = """SELECT 1 AS turn, t.id, f.kind, t.model, t.client, t.started_at, t.ended_at,
-    t.done, t.stream_complete, t.truncated, t.event_count, t.legs, t.ws_topic, t.encoding,
-    CASE WHEN json_valid(t.errors) AND json_type(t.errors) = 'array'
-         THEN json_array_length(t.errors) ELSE 0 END AS errors,
-    f.path, f.status, f.outcome, f.failure
-FROM turns t LEFT JOIN flows f ON f.id = t.id WHERE t.id = ?"""
-
-STEP_FLOW = """SELECT 0 AS turn, id, kind, NULL AS model, client, started_at, ended_at,
-    NULL AS done, NULL AS stream_complete, NULL AS truncated, NULL AS event_count, NULL AS legs,
-    NULL AS ws_topic, NULL AS encoding, 0 AS errors, path, status, outcome, failure
-FROM flows WHERE id = ?"""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 from typing import Literal
 
 from agents import (
@@ -25,9 +26,14 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
+SAYING = threading.Lock()
+
 
 def said(tool: str, **arguments: object) -> None:
-    print(json.dumps({"tool": tool, "arguments": arguments}), flush=True)
+    """One line per call, whole: the SDK runs tools in threads, side by side."""
+    with SAYING:
+        sys.stdout.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+        sys.stdout.flush()
 
 
 @function_tool
