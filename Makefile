@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/decode_bench.py
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/recorder_bench.py
+	$(BIN)/python bench/burst_bench.py
 	$(BIN)/python bench/audit_bench.py
 	$(BIN)/python bench/diff_bench.py
 

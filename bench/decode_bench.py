@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from convtap.wire.turn import TurnDecoder
 
+TARGET = 1.5  # issue 10: the decoder at 1.5x or more the json.loads-only floor
 WORDS = [
     "o",
     "caminho",
@@ -270,8 +271,9 @@ def report(title: str, bodies: list[bytes], rows: list[Any], repeat: int) -> Non
             f" {base / seconds:11.2f}x"
         )
     ratio = base / results[-1][1]
-    verdict = "meets" if ratio >= 0.5 else "MISSES"
-    print(f"decoder throughput is {ratio:.2f}x the json.loads baseline ({verdict} the 0.5x floor)")
+    verdict = "meets" if ratio >= TARGET else "MISSES"
+    print(f"decoder throughput is {ratio:.2f}x the json.loads baseline "
+          f"({verdict} the {TARGET}x target)")  # fmt: skip
 
 
 def main() -> None:
