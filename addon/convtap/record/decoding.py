@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, TextIO
 
 from convtap.record.redact import ClearText, Redactor
-from convtap.wire.jsonvalue import loads
 from convtap.wire.responses import ResponsesDecoder, looks_like_responses
 from convtap.wire.sse import SSEParser
 from convtap.wire.turn import TurnDecoder, message_text, tool_call
@@ -228,14 +227,7 @@ def _responses(
     for n, handle in enumerate(handles):
         head = first if n == 0 else handle.read(PIECE)
         if head.lstrip().startswith(b"{"):  # a whole JSON response (not streamed)
-            body = head + handle.read()
-            try:
-                value = loads(body.decode("utf-8", "replace"))
-            except ValueError as exc:
-                decoder._error(decoder.event_count, "malformed-json", str(exc))
-                continue
-            if isinstance(value, dict):
-                decoder.response(value)
+            decoder.whole(head + handle.read())
             continue
         parser = SSEParser()
         decoder.feed_all(parser.feed(head), parser.bad_utf8)

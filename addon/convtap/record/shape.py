@@ -43,6 +43,7 @@ from convtap.wire.bounded import Bounded
 from convtap.wire.delta import OPS, DeltaDecoder
 from convtap.wire.jsonvalue import JSON, MAX_DEPTH, loads, loads_or_none
 from convtap.wire.sse import SSEEvent
+from convtap.wire.wsturn import frame_messages
 
 KEEP_KEYS = frozenset(
     {
@@ -646,17 +647,8 @@ class FrameShaper:
 
     def learn(self, text: str) -> None:
         items = loads_or_none(text)
-        for item in items if isinstance(items, list) else ():
-            if not isinstance(item, dict):
-                continue
-            reply = item.get("reply")
-            if isinstance(reply, dict):
-                catchups = reply.get("catchups")
-                for catchup in catchups if isinstance(catchups, list) else ():
-                    if isinstance(catchup, dict):
-                        self._item(catchup, reply.get("topic_id"))
-            elif item.get("type") == "message":
-                self._item(item, item.get("topic_id"))
+        for message, topic in frame_messages(items if isinstance(items, list) else []):
+            self._item(message, topic)
 
     def finish(self) -> None:
         """Every frame learnt: items whose parent never came are shaped by envelope offset."""

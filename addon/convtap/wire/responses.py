@@ -94,6 +94,16 @@ class ResponsesDecoder:
             if target is not None and isinstance(final, str):
                 target["input" if kind.endswith("_input.done") else "arguments"] = final
 
+    def whole(self, body: bytes) -> None:
+        """A non-streamed answer: one JSON response object."""
+        try:
+            value = loads(body.decode("utf-8", "replace"))
+        except ValueError as exc:
+            self._error(self.event_count, "malformed-json", str(exc))
+            return
+        if isinstance(value, dict):
+            self.response(value)
+
     def response(self, response: dict[str, Any], *, final: bool = True) -> None:
         """A response object (from an event, or a whole non-streamed JSON answer)."""
         if isinstance(response.get("id"), str):
@@ -175,13 +185,7 @@ def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
     for body in bodies:
         stripped = body.lstrip()
         if stripped.startswith(b"{"):
-            try:
-                value = loads(stripped.decode("utf-8", "replace"))
-            except ValueError as exc:
-                decoder._error(decoder.event_count, "malformed-json", str(exc))
-                continue
-            if isinstance(value, dict):
-                decoder.response(value)
+            decoder.whole(stripped)
             continue
         parser = SSEParser()
         decoder.feed_all(parser.feed(body), parser.bad_utf8)

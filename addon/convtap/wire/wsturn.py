@@ -9,6 +9,7 @@ soon as their parent has been; heartbeats and other topics are ignored; `done` e
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from convtap.wire.bounded import Bounded
@@ -16,6 +17,21 @@ from convtap.wire.jsonvalue import loads
 
 TURN_TOPIC_PREFIX = "conversation-turn-"
 MAX_ITEMS = 100_000  # stream items remembered (seen, waiting for their parent)
+
+
+def frame_messages(items: list[Any]) -> Iterator[tuple[dict[str, Any], Any]]:
+    """A frame's messages with the topic each came on: its own, and a reply's catch-ups."""
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        reply = item.get("reply")
+        if isinstance(reply, dict):
+            catchups = reply.get("catchups")
+            for catchup in catchups if isinstance(catchups, list) else ():
+                if isinstance(catchup, dict):
+                    yield catchup, reply.get("topic_id")
+        elif item.get("type") == "message":
+            yield item, item.get("topic_id")
 
 
 class TurnTopicAssembler:
@@ -44,17 +60,8 @@ class TurnTopicAssembler:
         if not isinstance(items, list):
             self.errors.append(f"frame {index}: not a JSON array")
             return ""
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            reply = item.get("reply")
-            if isinstance(reply, dict):
-                catchups = reply.get("catchups")
-                for catchup in catchups if isinstance(catchups, list) else ():
-                    if isinstance(catchup, dict):
-                        self._message(catchup, reply.get("topic_id"))
-            elif item.get("type") == "message":
-                self._message(item, item.get("topic_id"))
+        for message, topic in frame_messages(items):
+            self._message(message, topic)
         return self._release()
 
     def close(self) -> str:
