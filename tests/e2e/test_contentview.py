@@ -5,15 +5,23 @@ error line, never a traceback."""
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from convtap.mock.refclient import RefClient
+import pytest
+from convtap.mock.refclient import RefClient, RunSummary
 from convtap.mock.server import MockServer
 from convtap.proxy.contentview import render
 from convtap.proxy.tap import Tap
+from mitmproxy import version
 
-from tests.harness import ADDON, MITMDUMP, mitmdump
+from tests.harness import ADDON, MITMDUMP, mitmdump, wait_for
 
 
 def show(flows: Path, tmp_path: Path, *settings: str) -> str:
@@ -27,7 +35,16 @@ def show(flows: Path, tmp_path: Path, *settings: str) -> str:
     return proc.stdout
 
 
-def test_saved_flows_show_decoded(tmp_path: Path) -> None:
+@dataclass
+class Saved:
+    flows: Path
+    summary: RunSummary
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Saved:
+    """A WebSocket-handoff session through a real mitmdump that saves its flows (`-w`)."""
+    tmp_path = tmp_path_factory.mktemp("saved")
     flows = tmp_path / "flows.mitm"
     with (
         MockServer("websocket") as mock,
@@ -37,7 +54,11 @@ def test_saved_flows_show_decoded(tmp_path: Path) -> None:
     ):
         summary = RefClient(proxy.url).run()
     assert summary.websocket and summary.call_id
+    return Saved(flows, summary)
 
+
+def test_saved_flows_show_decoded(saved: Saved, tmp_path: Path) -> None:
+    flows, summary = saved.flows, saved.summary
     out = show(flows, tmp_path)
     assert "encoding v1" in out and "── user → all" in out  # the conversation answer, decoded
     assert "· turn topic conversation-turn-" in out  # the handed-off leg, frame by frame,
@@ -50,6 +71,55 @@ def test_saved_flows_show_decoded(tmp_path: Path) -> None:
     # the user's own choice of view wins over ours
     raw = show(flows, tmp_path, "dumper_default_contentview=raw")
     assert "the turn so far" not in raw and "event: delta" in raw
+
+
+def test_mitmweb_serves_the_decoded_view(saved: Saved, tmp_path: Path) -> None:
+    """mitmweb's own endpoints, as its page asks them: the view is listed and renders."""
+    port = free_port()
+    args = [str(MITMDUMP.with_name("mitmweb")), "-nr", str(saved.flows), "-s", str(ADDON),
+            "--set", f"convtap_db={tmp_path / 'web.db'}", "--set", f"confdir={tmp_path / 'conf'}",
+            "--set", "web_open_browser=false", "--set", "web_host=127.0.0.1",
+            "--set", f"web_port={port}"]  # fmt: skip
+    if version.VERSION.split(".")[0] != "11":  # 12 asks for a password (or token)
+        args += ["--set", "web_password=convtap"]
+    web = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(f"{base}{path}?token=convtap", timeout=10) as answer:
+            return json.loads(answer.read())
+
+    try:
+        assert wait_for(lambda: _answers(base), 30), "mitmweb did not start"
+        assert wait_for(lambda: len(get("/flows")) > 5, 30)
+        flows = get("/flows")
+        assert "convtap" in get("/state")["contentViews"]
+        (turn, *_) = [f["id"] for f in flows if f["request"]["path"].endswith("f/conversation")]
+        (socket,) = [f["id"] for f in flows if "/ws/user/" in f["request"]["path"]]
+        shown = json.dumps(get(f"/flows/{turn}/response/content/auto.json"), ensure_ascii=False)
+        assert "encoding v1" in shown and "── user → all" in shown
+        frames = json.dumps(get(f"/flows/{socket}/messages/content/auto.json"), ensure_ascii=False)
+        assert "the turn, ended in this frame:" in frames
+        assert f"local tool call: {saved.summary.tool}" in frames
+    finally:
+        web.terminate()
+        web.wait(30)
+
+
+def _answers(base: str) -> bool:
+    try:
+        urllib.request.urlopen(base, timeout=2).close()
+    except urllib.error.HTTPError:
+        return True  # it answers (12 asks for the password first)
+    except OSError:
+        return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def test_render_survives_bad_bodies() -> None:
