@@ -61,6 +61,14 @@ class _Turn:
 _TURNS: Bounded[tuple[str, str], _Turn] = Bounded(TURNS)
 
 
+def _index(frames: list[Any], message: Any, guess: int) -> int | None:
+    """Where `message` is among the socket's frames: mostly `guess`, the frame after the one
+    shown last, so that showing every frame in order stays linear."""
+    if guess < len(frames) and frames[guess] is message:
+        return guess
+    return next((n for n, m in enumerate(frames) if m is message), None)
+
+
 def _turn(flow: Any, topic: str, frames: list[Any], index: int) -> _Turn:
     key = (flow.id, topic)
     turn = _TURNS.get(key)
@@ -82,8 +90,9 @@ def _frame(data: bytes, flow: Any, message: Any) -> str:
     frame that ends the turn shows the whole turn decoded."""
     alone = TurnTopicAssembler()
     text = alone.feed(data) + alone.close()
-    frames = list(getattr(getattr(flow, "websocket", None), "messages", None) or ())
-    index = next((n for n, m in enumerate(frames) if m is message), None)
+    frames = getattr(getattr(flow, "websocket", None), "messages", None) or []
+    known = _TURNS.get((getattr(flow, "id", ""), alone.topic_id or ""))
+    index = _index(frames, message, known.upto if known else 0)
     head = f"WebSocket frame {index if index is not None else '?'} · turn topic "
     lines = [head + (alone.topic_id or "-")]
     lines += [f"   error: {e}" for e in alone.errors]
@@ -145,9 +154,8 @@ else:  # mitmproxy 11
             return PRIORITY if wanted else 0
 
     _VIEW = LegacyConvtapView()
-    _users = (
-        0  # addons holding the view (a reloaded script loads the new one before the old is done)
-    )
+    # addons holding the view (a reloaded script loads the new one before the old is done)
+    _users = 0
 
     def register() -> None:
         global _users

@@ -15,7 +15,6 @@ from typing import Any
 
 from convtap.contract.returns import Call
 from convtap.record.output import Output
-from convtap.record.redact import hints
 from convtap.record.redact_stream import StreamRedaction
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import Update
@@ -111,9 +110,7 @@ class ConversationSide:
         """A server frame of the user socket: every claimed turn topic may continue with it, and
         a turn that hands off later takes the frames that came before (the backlog)."""
         self.ws_backlog.append(text)
-        marks = hints(text) if self.topics else (False, False)
         for turn in list(self.topics.values()):
-            turn.redaction.hinted(*marks)
             self._updates(turn, turn.decoder.feed_ws_frame(text), at)
 
     def ws_end(self, at: float) -> None:
@@ -129,8 +126,10 @@ class ConversationSide:
             return
         turn.ws_topic = topic
         self.topics[topic] = turn
+        # Its text now also comes in frames, which its stream's redaction never sees (a secret
+        # may be cut across them): its messages are looked at whole, as if the stream had hints.
+        turn.redaction.hinted(keys=True, values=True)
         for frame in list(self.ws_backlog):
-            turn.redaction.hinted(*hints(frame))
             self._updates(turn, turn.decoder.feed_ws_frame(frame), at)
 
     def close(self) -> None:

@@ -51,8 +51,7 @@ class StreamRedaction:
     keys_clean: bool = True  # no hint of a secret key (or path) in the stream so far
 
     def hinted(self, keys: bool, values: bool) -> None:
-        """Text the stream's messages are made of arrived another way (WebSocket frames), with
-        these hints (`hints(text)`): its messages are looked at as closely."""
+        """What `hints` found in the stream's text: its messages are looked at as closely."""
         self.keys_clean = self.keys_clean and not keys
         self.values_clean = self.values_clean and not values
 
