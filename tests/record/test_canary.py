@@ -127,13 +127,9 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
     assert oct(db.stat().st_mode & 0o777) == "0o600"
 
 
-def test_a_secret_in_the_websocket_leg_of_a_turn_is_redacted(tmp_path: Path) -> None:
-    """The turn hands off to the user WebSocket; the text the model writes there carries a key.
-    The HTTP leg had no hint of a secret: the message must be scrubbed all the same."""
-    secret = "sk-proj-CANARYwsLEG" + "x7" * 16
-    frames = (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
-    frames = [frame.replace("uma plani", secret) for frame in frames]
-    assert any(secret in frame for frame in frames)
+def record_handoff(tmp_path: Path, frames: list[str]) -> tuple[Path, list[str]]:
+    """The seed's handoff turn through the addon, its WebSocket leg made of `frames`, with an
+    HTTP leg that gives no hint of a secret value; the database and its messages' text."""
     addon = ConvtapAddon()
     db = tmp_path / "ws.db"
     body = (SSE / "handoff_ws.sse").read_text()
@@ -157,5 +153,33 @@ def test_a_secret_in_the_websocket_leg_of_a_turn_is_redacted(tmp_path: Path) -> 
         texts = [row[0] for row in conn.execute("SELECT text || json FROM messages")]
         legs = conn.execute("SELECT ws_topic FROM turns WHERE ws_topic IS NOT NULL").fetchall()
     assert legs, "the turn did not continue on the WebSocket"
+    return db, texts
+
+
+def handoff_frames() -> list[str]:
+    return (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
+
+
+def test_a_secret_in_the_websocket_leg_of_a_turn_is_redacted(tmp_path: Path) -> None:
+    """The turn hands off to the user WebSocket; the text the model writes there carries a key.
+    The HTTP leg had no hint of a secret: the message must be scrubbed all the same."""
+    secret = "sk-proj-CANARYwsLEG" + "x7" * 16
+    frames = [frame.replace("uma plani", secret) for frame in handoff_frames()]
+    assert any(secret in frame for frame in frames)
+    db, texts = record_handoff(tmp_path, frames)
     assert any("<redacted:" in text for text in texts)
     assert secret.encode() not in db.read_bytes()
+
+
+def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> None:
+    """The key starts at the end of one frame's stream item ("s") and goes on two frames later
+    (a catch-up repeats the first in between): neither the message nor the raw frames keep any
+    of it."""
+    rest = "CANARYcutWS" + "x7" * 12
+    frames = [
+        frame.replace("uma plani", "chave s").replace("lha de or", "k-proj-" + rest)
+        for frame in handoff_frames()
+    ]
+    db, texts = record_handoff(tmp_path, frames)
+    assert any("chave <redacted:" in text for text in texts)
+    assert rest.encode() not in db.read_bytes()

@@ -25,6 +25,7 @@ from convtap.record.events import (
 )
 from convtap.record.output import Output, Sink
 from convtap.record.redact import Redactor
+from convtap.record.redact_stream import FrameRedaction
 from convtap.record.responses import ResponsesSide
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import endpoint_kind, parse_json, read_turn_request
@@ -37,6 +38,7 @@ class FlowState:
     kind: str
     turn: Turn | None = None
     tapped: bool = False
+    frames: FrameRedaction | None = None  # a WebSocket's server frames
 
 
 def is_event_stream(headers: Headers) -> bool:
@@ -76,12 +78,18 @@ class Recorder:
         for state in self.flows.values():
             if state.turn is not None:
                 state.turn.redaction.flush_older(now - wait)
+            if state.frames is not None:
+                state.frames.stream.flush_older(now - wait)
         self.responses.flush_older(now - wait)
 
     def close(self) -> None:
-        """Shutdown or end of import: the last findings, and what every open turn holds."""
+        """Shutdown or end of import: the last findings, and what every open turn and socket
+        holds."""
         self.out.report(self.out.auditor.finish())
         self.conversation.close()
+        for state in self.flows.values():
+            if state.frames is not None:
+                state.frames.flush()
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -167,13 +175,23 @@ class Recorder:
     def _ws_message(self, ev: WebSocketMessage) -> None:
         if ev.flow_id not in self.flows:
             return
-        kind = "ws:client" if ev.from_client else "ws:server"
-        self.out.raw(ev.flow_id, ev.at, kind, 1, self.out.redact.text(ev.text))
-        if not ev.from_client:
-            self.conversation.ws_frame(ev.text, ev.at)
+        if ev.from_client:
+            self.out.raw(ev.flow_id, ev.at, "ws:client", 1, self.out.redact.text(ev.text))
+            return
+        state = self.flows[ev.flow_id]
+        if state.frames is None:
+            state.frames = FrameRedaction(self.out.redact)
+
+        def keep(when: float, text: str) -> None:
+            self.out.raw(ev.flow_id, when, "ws:server", 1, text)
+
+        state.frames.frame(ev.at, ev.text, keep)
+        self.conversation.ws_frame(ev.text, ev.at)
 
     def _ws_end(self, ev: WebSocketEnded) -> None:
-        if self.flows.pop(ev.flow_id, None) is not None:
+        if (state := self.flows.pop(ev.flow_id, None)) is not None:
+            if state.frames is not None:
+                state.frames.flush()
             self.out.forget(ev.flow_id)
             self.conversation.ws_end(ev.at or time.time())
 

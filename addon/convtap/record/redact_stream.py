@@ -5,9 +5,11 @@ A model streams its text in bare frames (`{"v": " to"}`, `{"v": "ken"}`): a secr
 across network chunks, so no single event holds it. So the text that bare frames append to one
 string is put back together (with the end of the previous chunk's), searched, and a secret found
 in it is replaced piece by piece: the piece where it starts carries the placeholder, the others
-lose their part of it, and the stream still decodes (to the redacted text). The last chunk of a
-stream is held back until the next one (or the end) has been looked at, in case a secret runs
-across the boundary; memory holds at most one chunk per stream.
+lose their part of it, and the stream still decodes (to the redacted text). The last chunks of
+a stream are held back until the ones after them have appended `TAIL` characters (more than a
+secret is long), or the stream pauses or ends, in case a secret runs across them: one chunk
+mostly (a network chunk appends far more), more when they are small (a WebSocket frame carries
+one stream item); at most `MAX_HELD` chunks per stream.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from convtap.record.redact import Redactor, StreamState, find_secrets, hints, value_hints
-from convtap.wire.jsonvalue import dumps, loads
-from convtap.wire.sse import SSEEvent, format_event
+from convtap.wire.jsonvalue import dumps, loads, loads_or_none
+from convtap.wire.sse import SSEEvent, SSEParser, format_event
+from convtap.wire.wsturn import frame_messages
 
 # A delta ending in a string `v` (a bare frame, an append, ...) as the server writes it; the
 # string's JSON text (escapes kept) in group 1: what is appended, put back together.
@@ -27,8 +31,10 @@ _STRING_DELTA = re.compile(
     r'"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n'
 )
 TAIL = 400  # characters of appended text kept to find a secret cut at a chunk boundary
+MAX_HELD = 64  # chunks held back per stream, at most
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
+KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
 
 
 @dataclass
@@ -37,6 +43,10 @@ class Held:
     text: str
     events: list[SSEEvent]
     keep: Keep  # where it goes when it goes (its flow's raw rows)
+    appended: int  # characters of text its bare frames and appends add
+
+    def out(self) -> None:
+        self.keep(self.at, len(self.events), self.text)
 
 
 @dataclass
@@ -45,7 +55,7 @@ class StreamRedaction:
 
     redactor: Redactor
     state: StreamState = field(default_factory=StreamState)
-    held: Held | None = None
+    held: list[Held] = field(default_factory=list)  # oldest first
     tail: str = ""  # the end of the appended text so far, as JSON string text
     values_clean: bool = True  # no hint of a secret value in the stream so far
     keys_clean: bool = True  # no hint of a secret key (or path) in the stream so far
@@ -56,38 +66,45 @@ class StreamRedaction:
         self.values_clean = self.values_clean and not values
 
     def chunk(self, at: float, text: str, events: list[SSEEvent], keep: Keep) -> None:
-        """A chunk's complete events: the held one goes out (redacted), this one is held."""
+        """A chunk's complete events: held back, and what was held long enough goes out."""
         # the rest, an append's path (or None for a bare frame), its string, the rest, ...
         parts = _STRING_DELTA.split(text)
-        window = self.tail + "".join(parts[2::3])
+        pieces = "".join(parts[2::3])
+        window = self.tail + pieces
         paths = [p for p in parts[1::3] if p]
         keys, values = hints("".join(parts[0::3]) + "".join(paths))
         values = values or value_hints(window)
         self.tail = window[-TAIL:]
         self.hinted(keys, values)
-        if not (keys or values or self.state.secret_path):
-            self.flush()
-            self.held = Held(at, text, events, keep)
-            return
-        # A secret may run from the held chunk into this one: look at both together.
-        merged = [*(self.held.events if self.held else []), *events]
-        redacted = self._redact(merged, values)
-        if self.held is not None:
-            held, count = self.held, len(self.held.events)
-            held.keep(held.at, count, self._text(held.text, held.events, redacted[:count]))
-            redacted = redacted[count:]
-        self.held = Held(at, self._text(text, events, redacted), redacted, keep)
+        if keys or values or self.state.secret_path:
+            # A secret may run from the held chunks into this one: look at them all together.
+            redacted = self._redact([*(e for h in self.held for e in h.events), *events], values)
+            for held in self.held:
+                count = len(held.events)
+                held.text = self._text(held.text, held.events, redacted[:count])
+                held.events, redacted = redacted[:count], redacted[count:]
+            text, events = self._text(text, events, redacted), redacted
+        self.held.append(Held(at, text, events, keep, len(pieces)))
+        self._release()
+
+    def _release(self) -> None:
+        """The oldest held chunks go out while the ones after them append TAIL characters (a
+        secret that starts in them has been seen whole), or when none ever appended any."""
+        after = sum(held.appended for held in self.held[1:])
+        while len(self.held) > 1 and (after >= TAIL or not self.tail or len(self.held) > MAX_HELD):
+            self.held.pop(0).out()
+            after -= self.held[0].appended
 
     def flush_older(self, than: float) -> None:
-        """A held chunk that waited since before `than` goes out (the stream paused)."""
-        if self.held is not None and self.held.at < than:
+        """Chunks held since before `than` go out (the stream paused)."""
+        if self.held and self.held[-1].at < than:
             self.flush()
 
     def flush(self) -> None:
-        """The stream (or its leg) ended, or the next chunk is clean: the held one goes out."""
-        if self.held is not None:
-            self.held.keep(self.held.at, len(self.held.events), self.held.text)
-        self.held = None
+        """The stream (or its leg) ended: what is held goes out."""
+        for held in self.held:
+            held.out()
+        self.held = []
 
     @staticmethod
     def _text(original: str, before: list[SSEEvent], after: list[SSEEvent]) -> str:
@@ -156,3 +173,50 @@ def _parsed(data: str) -> object:
         return loads(data)
     except (ValueError, RecursionError):
         return None
+
+
+@dataclass
+class FrameRedaction:
+    """A WebSocket's server frames as stored. A turn continued there streams its text in the
+    stream items of many frames, so a secret may be cut across frames as across chunks: the
+    items' SSE text goes through one `StreamRedaction` (one frame held back), and each frame is
+    written with its items' text as redacted there (then redacted as a frame: keys, values)."""
+
+    redactor: Redactor
+    stream: StreamRedaction = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stream = StreamRedaction(self.redactor)
+
+    def frame(self, at: float, text: str, keep: KeepFrame) -> None:
+        value = loads_or_none(text)
+        items = _stream_items(value)
+        if not items:  # another topic, a heartbeat: the turn's held frames wait on
+            keep(at, self.redactor.text(text))
+            return
+        sse = "".join(item["encoded_item"] for item in items)
+
+        def write(when: float, count: int, redacted: str) -> None:
+            if redacted == sse:
+                keep(when, self.redactor.text(text))
+                return
+            items[0]["encoded_item"] = redacted  # the items chain in order: one carries it all
+            for item in items[1:]:
+                item["encoded_item"] = ""
+            keep(when, self.redactor.text(dumps(value) or text))
+
+        self.stream.chunk(at, sse, SSEParser().feed(sse.encode()), write)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _stream_items(frame: object) -> list[dict[str, Any]]:
+    """The stream items (turn topics' SSE slices) a frame carries, in frame order."""
+    found = []
+    for message, _ in frame_messages(frame if isinstance(frame, list) else []):
+        payload = message.get("payload")
+        inner = payload.get("payload") if isinstance(payload, dict) else None
+        if isinstance(inner, dict) and isinstance(inner.get("encoded_item"), str):
+            found.append(inner)
+    return found
