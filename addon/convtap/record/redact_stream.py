@@ -9,7 +9,7 @@ lose their part of it, and the stream still decodes (to the redacted text). The 
 a stream are held back until the ones after them have appended `TAIL` characters (more than a
 secret is long), or the stream pauses or ends, in case a secret runs across them: one chunk
 mostly (a network chunk appends far more), more when they are small (a WebSocket frame carries
-one stream item); at most `MAX_HELD` chunks per stream.
+one stream item); at most `MAX_HELD` chunks and `MAX_HELD_TEXT` characters per stream.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ _STRING_DELTA = re.compile(
 )
 TAIL = 400  # characters of appended text kept to find a secret cut at a chunk boundary
 MAX_HELD = 64  # chunks held back per stream, at most
+MAX_HELD_TEXT = 1 << 20  # characters of them, at most (beyond, the oldest go out)
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
 KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
@@ -91,9 +92,14 @@ class StreamRedaction:
         """The oldest held chunks go out while the ones after them append TAIL characters (a
         secret that starts in them has been seen whole), or when none ever appended any."""
         after = sum(held.appended for held in self.held[1:])
-        while len(self.held) > 1 and (after >= TAIL or not self.tail or len(self.held) > MAX_HELD):
-            self.held.pop(0).out()
+        size = sum(len(held.text) for held in self.held)
+        while len(self.held) > 1 and (
+            after >= TAIL or not self.tail or len(self.held) > MAX_HELD or size > MAX_HELD_TEXT
+        ):
+            first = self.held.pop(0)
+            first.out()
             after -= self.held[0].appended
+            size -= len(first.text)
 
     def flush_older(self, than: float) -> None:
         """Chunks held since before `than` go out (the stream paused)."""
