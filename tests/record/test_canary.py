@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from convtap.proxy.addon import ConvtapAddon
+from convtap.record.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
 from convtap.record.redact import hints
 from convtap.record.worker import LocalRecorder
 from mitmproxy import http
@@ -183,3 +184,37 @@ def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> Non
     db, texts = record_handoff(tmp_path, frames)
     assert any("chave <redacted:" in text for text in texts)
     assert rest.encode() not in db.read_bytes()
+
+
+def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(tmp_path: Path) -> None:
+    """Bare frames carry a key in four pieces and the proxy hands them over 7 bytes at a time:
+    no piece of the key stays in the raw events."""
+    rest = "CANARYhttpCUT" + "x7" * 12
+    message = {"id": "m1", "author": {"role": "assistant"}, "status": "in_progress",
+               "content": {"content_type": "text", "parts": [""]}, "recipient": "all"}  # fmt: skip
+    frames = [
+        'event: delta_encoding\ndata: "v1"\n\n',
+        delta({"p": "", "o": "add", "v": {"message": message, "conversation_id": "c1"}}),
+        delta({"p": "/message/content/parts/0", "o": "append", "v": "my key is s"}),
+        *(delta({"v": piece}) for piece in ("k-pr", "oj-", rest[:10], rest[10:], " ok")),
+        "data: [DONE]\n\n",
+    ]
+    body = "".join(frames).encode()
+    db = tmp_path / "tiny.db"
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    path, stream = "/backend-api/f/conversation", (("content-type", "text/event-stream"),)
+    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
+    recorder.handle(ResponseStarted("f1", 200, stream))
+    for i in range(0, len(body), 7):
+        recorder.handle(BodyChunk("f1", body[i : i + 7], 1.0))
+    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
+    recorder.close()
+    with sqlite3.connect(db) as conn:
+        ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
+    assert text.startswith("my key is <redacted:") and text.endswith(" ok")
+    raw = db.read_bytes()
+    assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
+
+
+def delta(value: object) -> str:
+    return f"event: delta\ndata: {json.dumps(value)}\n\n"
