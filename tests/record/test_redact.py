@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from convtap.record.redact import Redactor
+import pytest
+
+from convtap.record.redact import Redactor, hints, is_secret_key, value_hints
 
 
 def test_secret_keys_anywhere_are_replaced_by_a_keyed_hash() -> None:
@@ -33,3 +35,22 @@ def test_redacting_twice_changes_nothing() -> None:
     r = Redactor(b"k")
     once = r.json({"token": "x"})
     assert r.json(once) == once
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"message": "plain words, nothing here"}', (False, False)),
+        ('{"Access-Token": 1}', (True, False)),  # any case, `-` as `_`
+        ('{"to\\u006ben": 1}', (True, False)),  # a JSON escape hides no key
+        ('{"to\u212aen": 1}', (True, False)),  # the Kelvin sign lowercases to k, as keys do
+        ('{"v": "SK-proj-abc"}', (False, True)),
+        ('{"v": "s\\u006b-proj-abc"}', (False, True)),
+        ('{"marker": "cot_token", "v": "🌿 é"}', (False, False)),  # a marker, not a key
+        ('{"v": "\ud800 lone surrogate"}', (False, False)),
+    ],
+)
+def test_hints_fold_text_as_keys_are_compared(text: str, expected: tuple[bool, bool]) -> None:
+    assert hints(text) == expected
+    assert value_hints(text) is expected[1]
+    assert is_secret_key("to\u212aen") and is_secret_key("İsession")
