@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from convtap.record.redact import Redactor, hints, is_secret_key, value_hints
 
 
