@@ -117,3 +117,12 @@ def test_hypothesis_chunkings_match_whole(data: st.DataObject) -> None:
 def test_garbage_never_raises(chunks: list[bytes]) -> None:
     events, truncated = parse(chunks)
     assert parse([b"".join(chunks)]) == (events, truncated)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=64), max_size=20))
+def test_the_consumed_text_is_the_consumed_bytes_decoded(chunks: list[bytes]) -> None:
+    parser = SSEParser()
+    for chunk in [*chunks, b"data: \xff\n\n", "data: é🌿\r\n\r\n".encode()]:
+        parser.feed(chunk)
+        assert parser.consumed_text == parser.consumed.decode("utf-8", "replace")

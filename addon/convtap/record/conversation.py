@@ -94,8 +94,8 @@ class ConversationSide:
         def raw(when: float, count: int, text: str) -> None:
             self.out.raw(flow_id, when, "sse", count, text)
 
-        def keep(text: bytes, events: list[SSEEvent]) -> None:
-            turn.redaction.chunk(at, text.decode("utf-8", "replace"), events, raw)
+        def keep(text: str, events: list[SSEEvent]) -> None:
+            turn.redaction.chunk(at, text, events, raw)
 
         self._updates(turn, turn.decoder.feed(data, keep), at)
 

@@ -210,22 +210,26 @@ class JournalReader:
     ) -> Iterator[tuple[RecorderEvent | None, Position]]:
         produced = 0
         while produced < limit and not self.closed:
-            present = segments(self.directory)
-            later = [n for n in present if n > self.position.segment]
-            if self.position.segment not in present:
-                if not later:
-                    return
-                self.position = Position(later[0], 0)  # consumed or never there: go on
-                continue
             record = self._next_record()
-            if record is None:  # nothing more in this segment yet
-                if later or writer_gone:  # cut by a crash: its torn tail is skipped
+            if record is None:  # nothing more in this segment yet, or no such segment
+                present = segments(self.directory)
+                later = [n for n in present if n > self.position.segment]
+                if self.position.segment not in present:
                     if not later:
-                        self.closed = True
                         return
-                    self.position = Position(later[0], 0)
+                    self.position = Position(later[0], 0)  # consumed or never there: go on
                     continue
-                return
+                if not later and not writer_gone:
+                    return  # the writer is still at it
+                # Read again, now that the writer is known to have moved on (or gone): it may
+                # have finished the record between the first read and the listing.
+                record = self._next_record()
+            if record is None:  # cut by a crash: its torn tail is skipped
+                if not later:
+                    self.closed = True
+                    return
+                self.position = Position(later[0], 0)
+                continue
             kind, payload, end = record
             if kind == NEXT:
                 self.position = Position(self.position.segment + 1, 0)

@@ -156,7 +156,7 @@ _HARMLESS_BYTES = tuple(h.encode() for h in _HARMLESS)
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
 # The only characters outside ASCII whose lowercase is ASCII (İ and the Kelvin sign), in UTF-8:
 # text holding one is folded as text (str.lower, as `is_secret_key` does), not as bytes.
-_LOWER_TO_ASCII = (b"\xc4\xb0", b"\xe2\x84\xaa")
+_DOTTED_I, _KELVIN = "\u0130".encode(), "\u212a".encode()
 
 
 def _unescaped(text: str) -> str:
@@ -191,7 +191,7 @@ def value_hints(text: str) -> bool:
 def _folded(text: str) -> bytes:
     """The text as hints are looked for: JSON-unescaped, lowercased, `-` as `_`, in UTF-8."""
     raw = text.encode("utf-8", "surrogatepass")
-    if b"\\u" in raw or b"\\/" in raw or any(c in raw for c in _LOWER_TO_ASCII):
+    if b"\\u" in raw or b"\\/" in raw or _DOTTED_I in raw or _KELVIN in raw:
         raw = _unescaped(text).lower().encode("utf-8", "surrogatepass")
     return raw.lower().replace(b"-", b"_")
 

@@ -57,7 +57,7 @@ class ResponsesSide:
         events = flow.parser.feed(data)
         if not events:
             return
-        text = flow.parser.consumed.decode("utf-8", "replace")
+        text = flow.parser.consumed_text
         flow.redaction.chunk(at, text, events, self._raw(flow_id))
         flow.decoder.feed_all(events, flow.parser.bad_utf8)
 

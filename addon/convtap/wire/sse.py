@@ -56,12 +56,14 @@ class SSEParser:
         "_started",
         "bad_utf8",
         "consumed",
+        "consumed_text",
         "max_event",
     )
 
     def __init__(self, max_event: int = MAX_EVENT) -> None:
         self.max_event = max_event
         self.consumed = b""  # what the last `feed` took in: the text of the events it returned
+        self.consumed_text = ""  # the same, decoded (invalid UTF-8 as U+FFFD)
         self.bad_utf8: list[int] = []  # positions, in the last `feed`'s events, of invalid UTF-8
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
@@ -74,6 +76,7 @@ class SSEParser:
             raise RuntimeError("feed() after close()")
         self.bad_utf8 = []
         self.consumed = b""
+        self.consumed_text = ""
         if not chunk:
             return []
         if self._skip_lf:
@@ -143,8 +146,9 @@ class SSEParser:
         over the limit) goes through the WHATWG steps event by event.
         """
         try:
-            text = block.decode("utf-8")
+            text = self.consumed_text = block.decode("utf-8")
         except UnicodeDecodeError:
+            self.consumed_text = block.decode("utf-8", "replace")
             return self._parse_slowly(block)
         parts = _SIMPLE.split(text)
         rest = "".join(parts[0::3])

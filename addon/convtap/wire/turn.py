@@ -102,7 +102,7 @@ class TurnDecoder:
         self._ws: TurnTopicAssembler | None = None
 
     def feed(
-        self, chunk: bytes, on_events: Callable[[bytes, list[SSEEvent]], object] | None = None
+        self, chunk: bytes, on_events: Callable[[str, list[SSEEvent]], object] | None = None
     ) -> list[Update]:
         """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
         the events this chunk completed, with the SSE text they came in (the recorder keeps
@@ -113,7 +113,7 @@ class TurnDecoder:
         parser = self._parser
         events = parser.feed(chunk)
         if on_events is not None and events:
-            on_events(parser.consumed, events)
+            on_events(parser.consumed_text, events)
         first = self.decoder.event_index
         updates = self.decoder.feed_all(events)
         for position in parser.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
