@@ -7,7 +7,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from convtap.record.store import DATASETTE, SCHEMA_VERSION, StoreError, Writer, connect
+from convtap.record.store import (
+    DATASETTE,
+    PAGE_SIZE,
+    SCHEMA_VERSION,
+    StoreError,
+    Writer,
+    connect,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,4 +91,20 @@ def test_canned_queries_run_on_a_capture(tmp_path: Path) -> None:
     for query in queries.values():
         params = {"q": "alefita"} if ":q" in query["sql"] else {}
         db.execute(query["sql"], params).fetchall()  # raises on a broken query
+    db.conn.close()
+
+
+def test_a_new_capture_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    new = connect(tmp_path / "new.db")
+    assert new.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
+    new.conn.close()
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    conn.commit()
+    conn.close()
+    db = connect(old)
+    assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
     db.conn.close()

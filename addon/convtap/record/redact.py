@@ -23,6 +23,7 @@ The key is random per installation (`~/.config/convtap/redaction.key`, made 0600
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import os
@@ -77,8 +78,11 @@ HEADER_ALLOW_LIST = frozenset(
 
 
 def is_secret_key(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
+    return isinstance(key, str) and _is_secret_name(key)
+
+
+@functools.lru_cache(maxsize=4096)  # a message's keys are the same few names again and again
+def _is_secret_name(key: str) -> bool:
     name = key.strip().lower().replace("-", "_")
     return name in EXACT_KEYS or _KEY.search(name) is not None
 

@@ -312,6 +312,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _mig
 
 
 BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
+PAGE_SIZE = 16384  # bytes, for a new database
 
 
 def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
@@ -341,6 +342,10 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     _check_is_ours(path, allow_empty=create)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+        # A new database's pages hold a raw event row (a 16 KiB network chunk) with fewer
+        # overflow pages: its rows are written twice as fast as with 4 KiB pages (bench/
+        # recorder_bench.py). An existing database keeps its own page size.
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         db = sqlite_utils.Database(conn)
         with _write_lock(conn):
             version = _version(db)
