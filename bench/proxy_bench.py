@@ -413,8 +413,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000, help="paced events for latency")
     parser.add_argument("--memory", type=int, nargs=2, default=[10, 200], metavar="MB")
     parser.add_argument("--chunk", type=int, default=16384, help="upstream write size")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="CPU and latency rounds; each variant's best round is kept")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="each variant's best round is kept")
     parser.add_argument("--quick", action="store_true", help="2 MB, 200 events, 10/20 MB")
     args = parser.parse_args()
     if args.quick:
