@@ -9,12 +9,16 @@ the same bytes through the decoder alone and through json.loads alone.
    proxy_bench (the recorder must keep up with it).
 2. Soak: --soak small turns (a call each) through the same recorder, with its process memory
    (VmRSS) sampled after each quarter: the first quarter against the last must stay flat.
+3. The machine: how many processes' worth of Python it runs at once (two spinning processes
+   against one), which bounds what splitting the recorder across processes could give.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import random
 import sys
 import tempfile
@@ -102,6 +106,24 @@ def secret_scans(bodies: list[bytes]) -> tuple[float, float]:
     return theirs, ours
 
 
+def spin(n: int = 3_000_000) -> float:
+    """Seconds of a pure-Python loop (CPU only)."""
+    start, total = time.perf_counter(), 0
+    for i in range(n):
+        total += i * i
+    return time.perf_counter() - start
+
+
+def parallel_capacity() -> float:
+    """How many processes' worth of Python this machine runs at once: two spinning processes
+    against one alone (2.0 on two free cores). The recorder cannot gain from a second process
+    beyond it (an SQLite writer process was tried: it did not record faster here)."""
+    alone = min(spin() for _ in range(3))
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        together = min(max(pool.map(spin, [3_000_000] * 2)) for _ in range(3))
+    return 2 * alone / together
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -170,6 +192,7 @@ def main() -> None:
         recording = record(Path(tmp) / "bench.db", bodies)
         samples = soak(Path(tmp), args.soak)
         theirs, ours = secret_scans(bodies)
+        capacity = parallel_capacity()
     print(f"{size:.1f} MB of turns ({len(bodies)} turns), 16 KiB chunks, one run")
     print(f"{'':44} {'seconds':>8} {'MB/s':>7} {'vs json.loads':>14}")
     for label, seconds in (
@@ -180,6 +203,8 @@ def main() -> None:
         print(f"{label:44} {seconds:8.2f} {size / seconds:7.1f} {floor / seconds:13.2f}x")
     print(f"secret scanning: detect-secrets' scanner {theirs:.2f} MB/s; convtap's check of the "
           f"same text {ours:.0f} MB/s ({ours / theirs:.0f}x)")  # fmt: skip
+    print(f"this machine runs {capacity:.2f} processes' worth of Python at once "
+          f"({os.cpu_count()} CPUs): a second process buys the recorder at most that")  # fmt: skip
     first, last = samples[0], samples[-1]
     print(f"soak: {args.soak:,} small turns with a call each; recorder RSS after each quarter: "
           + ", ".join(f"{s:.1f}" for s in samples) + f" MB; last vs first {last - first:+.1f} MB "
