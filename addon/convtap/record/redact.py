@@ -147,20 +147,22 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
 
 _KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS)]
 _KEY_WORDS = list(dict.fromkeys(hint.replace("-", "_") for hint in _KEY_HINTS))  # as text is folded
-_VALUE_WORDS = list(dict.fromkeys(
+_VALUE_WORDS = [w for w in dict.fromkeys(
     hint.replace("-", "_") for pattern in VALUE_PATTERNS for hint in pattern.hints
-))  # fmt: skip
-# One automaton for both kinds (a match's index below len(_KEY_WORDS) is a key's hint), one for
-# values alone; on UTF-8 bytes, which the Rust automaton reads several times faster than text.
-_ALL_HINTS = ahocorasick_rs.BytesAhoCorasick(
-    [w.encode() for w in [*_KEY_WORDS, *(w for w in _VALUE_WORDS if w not in _KEY_WORDS)]]
-)
-_VALUE_HINTS = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in _VALUE_WORDS])
-_HARMLESS_BYTES = tuple(h.encode() for h in _HARMLESS)
+) if w not in _KEY_WORDS]  # fmt: skip
+# What makes bytes unlike the text they encode, for this search: a JSON escape (`\\uXXXX`,
+# `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
+# in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
+_UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
+_HARMLESS_FOLDED = [h.replace("-", "_") for h in _HARMLESS]
+# One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
+# them all; a match's index says what it is.
+_WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
+_VALUES_FROM = len(_KEY_WORDS)
+_UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
+_HARMLESS_FROM = _UNLIKE_FROM + len(_UNLIKE)
+_FINDER = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in _WORDS])
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
-# The only characters outside ASCII whose lowercase is ASCII (İ and the Kelvin sign), in UTF-8:
-# text holding one is folded as text (str.lower, as `is_secret_key` does), not as bytes.
-_DOTTED_I, _KELVIN = "\u0130".encode(), "\u212a".encode()
 
 
 def _unescaped(text: str) -> str:
@@ -172,32 +174,37 @@ def _unescaped(text: str) -> str:
 
 def hints(text: str) -> tuple[bool, bool]:
     """(a secret key may be named, a secret value may be there) in this text."""
-    low = _folded(text)
-    for harmless in _HARMLESS_BYTES:
-        if harmless in low:
-            low = low.replace(harmless, b"")
     keys = values = False
-    for index, _, _ in _ALL_HINTS.find_matches_as_indexes(low, overlapping=True):
-        if index < len(_KEY_WORDS):
+    for index in _found(text):
+        if index < _VALUES_FROM:
             keys = True
         else:
             values = True
-        if keys and values:
-            break
     return keys, values
 
 
 def value_hints(text: str) -> bool:
     """A secret value may be there in this text."""
-    return bool(_VALUE_HINTS.find_matches_as_indexes(_folded(text)))
+    return any(index >= _VALUES_FROM for index in _found(text))
 
 
-def _folded(text: str) -> bytes:
-    """The text as hints are looked for: JSON-unescaped, lowercased, `-` as `_`, in UTF-8."""
-    raw = text.encode("utf-8", "surrogatepass")
-    if b"\\u" in raw or b"\\/" in raw or _DOTTED_I in raw or _KELVIN in raw:
-        raw = _unescaped(text).lower().encode("utf-8", "surrogatepass")
-    return raw.lower().replace(b"-", b"_")
+def _found(text: str) -> list[int]:
+    """The hints in the text (their indexes in `_WORDS`), folded as keys are: JSON-unescaped,
+    lowercased, `-` as `_`; none inside a harmless marker."""
+    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    matches = _FINDER.find_matches_as_indexes(folded, overlapping=True)
+    if not matches:
+        return []
+    if any(_UNLIKE_FROM <= index < _HARMLESS_FROM for index, _, _ in matches):
+        text = _unescaped(text).lower()
+        folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+        matches = _FINDER.find_matches_as_indexes(folded, overlapping=True)
+    harmless = [(start, end) for index, start, end in matches if index >= _HARMLESS_FROM]
+    return [
+        index
+        for index, start, end in matches
+        if index < _UNLIKE_FROM and not any(a <= start and end <= b for a, b in harmless)
+    ]
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
