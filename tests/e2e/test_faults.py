@@ -39,11 +39,16 @@ def assert_holds_what_the_client_got(db: Path, received: list[bytes]) -> None:
         "SELECT f.started_at, sum(e.count) FROM flows f JOIN events e ON e.flow_id = f.id "
         "GROUP BY f.id ORDER BY f.started_at"
     )
-    per_flow = dict(rows(db, sql))
-    assert sorted(per_flow.values(), reverse=True)[: len(received)] == sorted(
-        (complete_events(body) for body in received if complete_events(body)), reverse=True
-    )
+    counts = sorted((int(n) for _, n in rows(db, sql)), reverse=True)
     whole = [body for body in received if body.endswith(b"data: [DONE]\n\n")]
+    assert counts[: len(whole)] == sorted(map(complete_events, whole), reverse=True)
+    # A turn cut by a dying proxy may hold more than its client got, never less: the proxy
+    # journals a chunk before it forwards it, and the socket of a killed process may drop what
+    # it had sent but not yet delivered (the client sees a reset).
+    cut = sorted((n for b in received if b not in whole if (n := complete_events(b))), reverse=True)
+    assert len(counts) >= len(whole) + len(cut)
+    for stored, got in zip(counts[len(whole) :], cut, strict=False):
+        assert stored >= got
     calls = rows(db, "SELECT count(*), sum(complete) FROM tool_calls")[0]
     assert calls == (len(whole), len(whole))
     assert rows(db, "SELECT count(*) FROM flows WHERE failure IS NOT NULL") == [(0,)]
