@@ -9,6 +9,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
 from convtap.proxy.addon import ConvtapAddon
 from convtap.record.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
 from convtap.record.redact import hints
@@ -186,17 +187,27 @@ def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> Non
     assert rest.encode() not in db.read_bytes()
 
 
-def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(tmp_path: Path) -> None:
-    """Bare frames carry a key in four pieces and the proxy hands them over 7 bytes at a time:
-    no piece of the key stays in the raw events."""
+MARKER = 'data: {"type": "message_marker", "marker": "cot_token", "event": "first"}\n\n'
+
+
+@pytest.mark.parametrize(("size", "marker"), [(7, False), (7, True), (1 << 20, True)])
+def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(
+    tmp_path: Path, size: int, marker: bool
+) -> None:
+    """Bare frames carry a key in four pieces and the proxy hands them over 7 bytes at a time
+    (or all at once), with a marker event among the pieces or not: no piece of the key stays in
+    the raw events."""
     rest = "CANARYhttpCUT" + "x7" * 12
     message = {"id": "m1", "author": {"role": "assistant"}, "status": "in_progress",
                "content": {"content_type": "text", "parts": [""]}, "recipient": "all"}  # fmt: skip
+    pieces = [delta({"v": piece}) for piece in ("k-pr", "oj-", rest[:10], rest[10:], " ok")]
+    if marker:
+        pieces.insert(2, MARKER)
     frames = [
         'event: delta_encoding\ndata: "v1"\n\n',
         delta({"p": "", "o": "add", "v": {"message": message, "conversation_id": "c1"}}),
         delta({"p": "/message/content/parts/0", "o": "append", "v": "my key is s"}),
-        *(delta({"v": piece}) for piece in ("k-pr", "oj-", rest[:10], rest[10:], " ok")),
+        *pieces,
         "data: [DONE]\n\n",
     ]
     body = "".join(frames).encode()
@@ -205,8 +216,8 @@ def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(tmp_path: Path
     path, stream = "/backend-api/f/conversation", (("content-type", "text/event-stream"),)
     recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
     recorder.handle(ResponseStarted("f1", 200, stream))
-    for i in range(0, len(body), 7):
-        recorder.handle(BodyChunk("f1", body[i : i + 7], 1.0))
+    for i in range(0, len(body), size):
+        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
     recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
     recorder.close()
     with sqlite3.connect(db) as conn:

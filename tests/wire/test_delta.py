@@ -382,3 +382,31 @@ def test_garbage_never_raises(events: list[SSEEvent]) -> None:
     decoder = decode(*events)
     assert decoder.event_index == len(events)
     json.dumps(decoder.messages)
+
+
+MESSAGE = {"id": "m", "author": {"role": "assistant"}, "content": {"parts": [""]}}
+
+
+def test_what_events_append_is_collected_for_the_redaction() -> None:
+    """Every string appended (bare frames on the short path and the long one, explicit appends)
+    is a piece, with the path of an explicit one; every other event's data is kept apart."""
+    events = [
+        SSEEvent("delta_encoding", '"v1"'),
+        SSEEvent("delta", json.dumps({"p": "", "o": "add", "v": {"message": MESSAGE}})),
+        SSEEvent("delta", '{"p": "/message/content/parts/0", "o": "append", "v": "s"}'),
+        SSEEvent("delta", '{"v": "k-"}'),
+        SSEEvent("message", '{"type": "message_marker", "marker": "cot_token"}'),
+        SSEEvent("delta", '{"v":"pr\\u006fj"}'),
+        SSEEvent("delta", '{"p": "/message/status", "o": "replace", "v": "done"}'),
+        SSEEvent("message", "[DONE]"),
+    ]
+    decoder = DeltaDecoder()
+    decoder.feed_all(events, collect=True)
+    appended = decoder.appended
+    assert appended is not None
+    assert appended.pieces == ["s", "k-", "proj"]
+    assert appended.paths == ["/message/content/parts/0"]
+    assert appended.others == [events[i].data for i in (0, 1, 4, 6, 7)]
+    assert decoder.messages["m"]["content"]["parts"] == ["sk-proj"]
+    decoder.feed_all(events[-1:])
+    assert decoder.appended is None  # only when asked

@@ -17,7 +17,7 @@ from convtap.contract.returns import Call
 from convtap.record.output import Output
 from convtap.record.redact_stream import StreamRedaction
 from convtap.wire.bounded import Bounded
-from convtap.wire.delta import Update
+from convtap.wire.delta import Appended, Update
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import TurnRequest, conversation_nodes
 from convtap.wire.sse import SSEEvent
@@ -94,8 +94,8 @@ class ConversationSide:
         def raw(when: float, count: int, text: str) -> None:
             self.out.raw(flow_id, when, "sse", count, text)
 
-        def keep(text: str, events: list[SSEEvent]) -> None:
-            turn.redaction.chunk(at, text, events, raw)
+        def keep(text: str, events: list[SSEEvent], appended: Appended) -> None:
+            turn.redaction.chunk(at, text, events, raw, appended)
 
         self._updates(turn, turn.decoder.feed(data, keep), at)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.redact import Redactor, StreamState, find_secrets, hints, value_hints
+from convtap.wire.delta import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.sse import SSEEvent, SSEParser, format_event
 from convtap.wire.wsturn import frame_messages
@@ -66,14 +67,26 @@ class StreamRedaction:
         self.keys_clean = self.keys_clean and not keys
         self.values_clean = self.values_clean and not values
 
-    def chunk(self, at: float, text: str, events: list[SSEEvent], keep: Keep) -> None:
-        """A chunk's complete events: held back, and what was held long enough goes out."""
-        # the rest, an append's path (or None for a bare frame), its string, the rest, ...
-        parts = _STRING_DELTA.split(text)
-        pieces = "".join(parts[2::3])
+    def chunk(
+        self,
+        at: float,
+        text: str,
+        events: list[SSEEvent],
+        keep: Keep,
+        appended: Appended | None = None,
+    ) -> None:
+        """A chunk's complete events: held back, and what was held long enough goes out.
+        `appended` is what the decoder saw them append (else the text is searched for it)."""
+        if appended is None:
+            # the rest, an append's path (or None for a bare frame), its string, the rest, ...
+            parts = _STRING_DELTA.split(text)
+            pieces = "".join(parts[2::3])
+            rest = "".join(parts[0::3]) + "".join(filter(None, parts[1::3]))
+        else:
+            pieces = "".join(appended.pieces)
+            rest = "".join(appended.others) + "".join(appended.paths)
         window = self.tail + pieces
-        paths = [p for p in parts[1::3] if p]
-        keys, values = hints("".join(parts[0::3]) + "".join(paths))
+        keys, values = hints(rest)
         values = values or value_hints(window)
         self.tail = window[-TAIL:]
         self.hinted(keys, values)

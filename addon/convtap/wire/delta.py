@@ -22,6 +22,9 @@ MAX_KEPT = 1000  # typed events, other events and errors kept in memory (the res
 MAX_MESSAGES = 10_000  # messages one turn may hold
 MAX_CHANNELS = 10_000  # roots (channels c) one turn may hold
 MAX_STRING = 16 * 1024 * 1024  # characters a string may grow to by appends
+TOO_LARGE = (
+    f"a string grew past {MAX_STRING} characters; the rest of it is kept in the raw events only"
+)
 
 
 class _Missing:
@@ -48,6 +51,16 @@ class Update(NamedTuple):
 
     kind: str
     value: Any
+
+
+class Appended(NamedTuple):
+    """What a batch of events did to strings, for a reader that looks for text cut across
+    events (the recorder's redaction): the strings appended (by bare frames and appends, as
+    decoded), the paths they went to, and the data of every other event."""
+
+    pieces: list[str]
+    paths: list[str]
+    others: list[str]
 
 
 class InvalidDelta(ValueError):
@@ -88,6 +101,8 @@ class DeltaDecoder:
         self._messages: dict[str, dict[str, JSON]] = {}
         self._status: dict[str, JSON] = {}
         self._bounds_hit: set[str] = set()
+        self.appended: Appended | None = None  # what the last `feed_all(collect=True)` appended
+        self._appended: Appended | None = None  # the same, while that call runs
         self.reset_state()
 
     def reset_state(self) -> None:
@@ -105,34 +120,45 @@ class DeltaDecoder:
         self._materialize()
         return self._messages
 
-    def feed_all(self, events: Iterable[SSEEvent]) -> list[Update]:
-        """`feed` each event in order; the updates of all of them. Bare frames that continue a
-        string append (most of a real stream) take a short path here."""
+    def feed_all(self, events: Iterable[SSEEvent], collect: bool = False) -> list[Update]:
+        """`feed` each event in order; the updates of all of them (with `collect`, what they
+        appended is in `appended` afterwards). Bare frames that continue a string append (most
+        of a real stream) take a short path here."""
         updates: list[Update] = []
+        appended = self.appended = self._appended = Appended([], [], []) if collect else None
         loads_fast = orjson.loads
-        for event in events:
-            pending = self._pending
-            if pending is not None and event[0] == "delta":
-                try:
-                    obj = loads_fast(event[1])
-                except orjson.JSONDecodeError:
-                    obj = None
-                if type(obj) is dict and len(obj) == 1:
-                    value = obj.get("v")
-                    if type(value) is str:  # rule 2: a bare frame continuing a string append
-                        self.event_index += 1
-                        self.event_count += 1
-                        self._pending_size += len(value)
-                        if self._pending_size <= MAX_STRING:
-                            pending[2].append(value)
-                        else:
-                            self._bound(self.event_index - 1, "value-too-large",
-                                        f"a string grew past {MAX_STRING} characters; the "
-                                        "rest of it is kept in the raw events only")  # fmt: skip
-                        continue
-            found = self.feed(event)
-            if found:
-                updates += found
+        try:
+            for event in events:
+                pending = self._pending
+                if pending is not None and event[0] == "delta":
+                    try:
+                        obj = loads_fast(event[1])
+                    except orjson.JSONDecodeError:
+                        obj = None
+                    if type(obj) is dict and len(obj) == 1:
+                        value = obj.get("v")
+                        if type(value) is str:  # rule 2: a bare frame continuing an append
+                            self.event_index += 1
+                            self.event_count += 1
+                            self._pending_size += len(value)
+                            if appended is not None:
+                                appended.pieces.append(value)
+                            if self._pending_size <= MAX_STRING:
+                                pending[2].append(value)
+                            else:
+                                self._bound(self.event_index - 1, "value-too-large", TOO_LARGE)
+                            continue
+                if appended is None:
+                    found = self.feed(event)
+                else:
+                    count = len(appended.pieces)
+                    found = self.feed(event)
+                    if len(appended.pieces) == count:
+                        appended.others.append(event[1])
+                if found:
+                    updates += found
+        finally:
+            self._appended = None
         return updates
 
     def feed(self, event: SSEEvent) -> Sequence[Update]:
@@ -156,6 +182,8 @@ class DeltaDecoder:
             pending = self._pending
             if pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
                 pending[2].append(obj["v"])  # rule 2: a bare frame continuing a string append
+                if self._appended is not None:
+                    self._appended.pieces.append(obj["v"])
                 return _NO_UPDATES
             return self._delta(index, obj)
         if event.event == "delta_encoding":
@@ -243,6 +271,9 @@ class DeltaDecoder:
                     raise InvalidDelta(f"more than {MAX_CHANNELS} channels in one turn")
                 self._pending = _apply(self._roots, c, _pointer(p), o, value)
                 self._pending_size = 0
+                if self._pending is not None and self._appended is not None:
+                    self._appended.pieces.append(value)  # text appended: a str (`_check_op`)
+                    self._appended.paths.append(p)
         except InvalidDelta as exc:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
             return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from convtap.wire.delta import DeltaDecoder, Update
+from convtap.wire.delta import Appended, DeltaDecoder, Update
 from convtap.wire.jsonvalue import loads
 from convtap.wire.sse import SSEEvent, SSEParser
 from convtap.wire.wsturn import TurnTopicAssembler
@@ -102,20 +102,22 @@ class TurnDecoder:
         self._ws: TurnTopicAssembler | None = None
 
     def feed(
-        self, chunk: bytes, on_events: Callable[[str, list[SSEEvent]], object] | None = None
+        self,
+        chunk: bytes,
+        on_events: Callable[[str, list[SSEEvent], Appended], object] | None = None,
     ) -> list[Update]:
         """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
         the events this chunk completed, with the SSE text they came in (the recorder keeps
-        them raw), before they are decoded."""
+        them raw) and what they appended to strings, once they are decoded."""
         if self._parser is None:
             self._parser = SSEParser()
             self.legs += 1
         parser = self._parser
         events = parser.feed(chunk)
-        if on_events is not None and events:
-            on_events(parser.consumed_text, events)
         first = self.decoder.event_index
-        updates = self.decoder.feed_all(events)
+        updates = self.decoder.feed_all(events, collect=on_events is not None)
+        if on_events is not None and events and self.decoder.appended is not None:
+            on_events(parser.consumed_text, events, self.decoder.appended)
         for position in parser.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
             updates += self.decoder.record_error(
                 first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
