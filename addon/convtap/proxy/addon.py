@@ -195,9 +195,9 @@ class ConvtapAddon:
             self.send(event)
         response = flow.response
         if response is not None and isinstance(response.stream, Tap):
-            kept = response.stream.kept
+            kept = response.stream.body()
             if kept is not None and response.raw_content is None:
-                response.raw_content = bytes(kept)  # for the views: the client has had it all
+                response.raw_content = kept  # for the views: the client has had it all
 
     # -- WebSocket -------------------------------------------------------------------------------
 

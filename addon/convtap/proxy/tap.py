@@ -69,9 +69,10 @@ class Tap:
         self.flow_id, self.send, self.on_failure = flow_id, send, fail
         self.failed = False
         self.keep = keep
-        # a copy of the body as it went to the client, for mitmproxy's views and saved flows;
-        # dropped (None) once it would pass `keep` bytes
-        self.kept: bytearray | None = bytearray() if keep > 0 else None
+        # the body as it went to the client, for mitmproxy's views and saved flows: its chunks
+        # (held, not copied: joined once at the end), dropped (None) once past `keep` bytes
+        self.kept: list[bytes] | None = [] if keep > 0 else None
+        self.kept_size = 0
         try:
             self.decode = decompressor(encoding)
         except Exception as exc:
@@ -79,10 +80,11 @@ class Tap:
 
     def __call__(self, data: bytes) -> bytes:
         if self.kept is not None:
-            if len(self.kept) + len(data) > self.keep:
+            self.kept_size += len(data)
+            if self.kept_size > self.keep:
                 self.kept = None
             else:
-                self.kept += data
+                self.kept.append(data)
         if data and not self.failed:
             try:
                 plain = self.decode(data)
@@ -91,6 +93,10 @@ class Tap:
             except Exception as exc:  # never break the client's stream
                 self.fail(exc)
         return data
+
+    def body(self) -> bytes | None:
+        """What was kept, whole; None when the body was longer than `keep`."""
+        return None if self.kept is None else b"".join(self.kept)
 
     def fail(self, exc: BaseException) -> None:
         self.failed = True
