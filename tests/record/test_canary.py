@@ -229,3 +229,41 @@ def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(
 
 def delta(value: object) -> str:
     return f"event: delta\ndata: {json.dumps(value)}\n\n"
+
+
+def responses_event(value: dict[str, object]) -> str:
+    return f"event: {value['type']}\ndata: {json.dumps(value)}\n\n"
+
+
+@pytest.mark.parametrize("size", [7, 1 << 20])
+def test_a_secret_cut_across_responses_deltas_is_redacted(tmp_path: Path, size: int) -> None:
+    """The Responses API streams text in `response.output_text.delta` events: a key cut across
+    them leaves no piece in the raw events, whose text still reads as the redacted answer."""
+    rest = "CANARYrespCUT" + "x7" * 12
+    item = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    pieces = ("my key is s", "k-pr", "oj-", rest[:10], rest[10:], " ok")
+    frames = [
+        responses_event({"type": "response.created", "response": {"id": "resp_1"}}),
+        *(responses_event({"type": "response.output_text.delta", **item, "delta": piece})
+          for piece in pieces),
+        responses_event({"type": "response.completed", "response": {"id": "resp_1"}}),
+    ]  # fmt: skip
+    body = "".join(frames).encode()
+    db = tmp_path / "responses.db"
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    path, stream = "/v1/responses", (("content-type", "text/event-stream"),)
+    request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
+    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), request, 1.0))
+    recorder.handle(ResponseStarted("f1", 200, stream))
+    for i in range(0, len(body), size):
+        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
+    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
+    recorder.close()
+    raw = db.read_bytes()
+    assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
+    with sqlite3.connect(db) as conn:
+        stored = "".join(text for (text,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+    deltas = [json.loads(line[6:])["delta"] for line in stored.splitlines()
+              if line.startswith("data: ") and "output_text.delta" in line]  # fmt: skip
+    text = "".join(deltas)
+    assert re.fullmatch(r"my key is <redacted:[0-9a-f]{12}> ok", text), text

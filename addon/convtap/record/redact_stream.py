@@ -36,6 +36,7 @@ MAX_HELD = 64  # chunks held back per stream, at most
 MAX_HELD_TEXT = 1 << 20  # characters of them, at most (beyond, the oldest go out)
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
+Piece = tuple[int, str, str]  # (position among the events, its text, the field that holds it)
 KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
 
 
@@ -133,14 +134,16 @@ class StreamRedaction:
 
     def _redact(self, events: list[SSEEvent], scrub: bool) -> list[SSEEvent]:
         """Every event redacted on its own (keys, paths, values), then the text that runs of
-        bare frames append, put back together and redacted across them."""
+        bare frames append (or of a Responses API item's `*.delta` events), put back together
+        and redacted across them."""
         out: list[SSEEvent] = []
-        run: list[tuple[int, str]] = []  # (position in out, decoded piece)
+        run: list[Piece] = []
+        item: object = None  # the Responses item (and part) the run of deltas continues
         for event in events:
             value = _parsed(event.data)
             piece = value.get("v") if isinstance(value, dict) and len(value) == 1 else None
             if event.event == "delta" and isinstance(piece, str) and not self.state.secret_path:
-                run.append((len(out), piece))
+                run.append((len(out), piece, "v"))
                 out.append(event)
                 continue
             if event.event == "delta" and isinstance(value, dict) and "p" in value:
@@ -149,26 +152,34 @@ class StreamRedaction:
                 if value.get("o") == "append" and isinstance(value.get("v"), str):
                     redacted = self.redactor.event_text(event.data, scrub, self.state)
                     if redacted == event.data:
-                        run.append((len(out), value["v"]))
+                        run.append((len(out), value["v"], "v"))
                         out.append(event)
                         continue
                     out.append(event._replace(data=redacted))
                     continue
             redacted = self.redactor.event_text(event.data, scrub, self.state)
-            out.append(event if redacted == event.data else event._replace(data=redacted))
+            if redacted != event.data:
+                event, value = event._replace(data=redacted), _parsed(redacted)
+            delta = responses_delta(value)
+            if delta is not None:
+                if delta[0] != item:
+                    self._close_run(out, run)
+                    run, item = [], delta[0]
+                run.append((len(out), delta[1], "delta"))
+            out.append(event)
         self._close_run(out, run)
         return out
 
-    def _close_run(self, out: list[SSEEvent], run: list[tuple[int, str]]) -> None:
+    def _close_run(self, out: list[SSEEvent], run: list[Piece]) -> None:
         """Find secrets in the text a run of pieces makes, and cut them out of the pieces."""
         if not run:
             return
-        whole = "".join(piece for _, piece in run)
+        whole = "".join(piece for _, piece, _ in run)
         spans = find_secrets(whole)
         if not spans:
             return
         start = 0
-        for position, piece in run:
+        for position, piece, holder in run:
             end = start + len(piece)
             new = []
             cursor = start
@@ -183,8 +194,35 @@ class StreamRedaction:
             text = "".join(new)
             if text != piece:
                 event = out[position]
-                out[position] = event._replace(data=dumps({"v": text}) or event.data)
+                value = _parsed(event.data)
+                if isinstance(value, dict):
+                    value[holder] = text
+                    out[position] = event._replace(data=dumps(value) or event.data)
             start = end
+
+
+def responses_delta(value: object) -> tuple[tuple[object, ...], str] | None:
+    """(the item and part it continues, its text) of a Responses API `*.delta` event (output
+    text, a function call's arguments, ...), which streams text as bare frames do."""
+    if not isinstance(value, dict):
+        return None
+    kind, text = value.get("type"), value.get("delta")
+    if not isinstance(kind, str) or not kind.endswith(".delta") or not isinstance(text, str):
+        return None
+    where = (kind, value.get("item_id"), value.get("output_index"), value.get("content_index"))
+    return where, text
+
+
+def responses_appended(events: list[SSEEvent]) -> Appended:
+    """What a Responses API stream's events append: the text of its `*.delta` events."""
+    appended = Appended([], [], [])
+    for event in events:
+        delta = responses_delta(_parsed(event.data))
+        if delta is None:
+            appended.others.append(event.data)
+        else:
+            appended.pieces.append(delta[1])
+    return appended
 
 
 def _parsed(data: str) -> object:

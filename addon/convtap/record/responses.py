@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.output import Output
-from convtap.record.redact_stream import StreamRedaction
+from convtap.record.redact_stream import StreamRedaction, responses_appended
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import OUTPUTS, ResponsesDecoder, client_calls
 from convtap.wire.sse import SSEParser
@@ -58,7 +58,7 @@ class ResponsesSide:
         if not events:
             return
         text = flow.parser.consumed_text
-        flow.redaction.chunk(at, text, events, self._raw(flow_id))
+        flow.redaction.chunk(at, text, events, self._raw(flow_id), responses_appended(events))
         flow.decoder.feed_all(events, flow.parser.bad_utf8)
 
     def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
