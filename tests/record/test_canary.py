@@ -14,6 +14,7 @@ from convtap.proxy.addon import ConvtapAddon
 from convtap.record.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
 from convtap.record.redact import hints
 from convtap.record.worker import LocalRecorder
+from convtap.wire.turn import decode_turn, message_text
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.websocket import WebSocketMessage
@@ -225,6 +226,9 @@ def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(
     assert text.startswith("my key is <redacted:") and text.endswith(" ok")
     raw = db.read_bytes()
     assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
+    with sqlite3.connect(db) as conn:  # the raw events still decode, to the redacted text
+        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+    assert message_text(decode_turn([stored.encode()]).decoder.messages["m1"]) == text
 
 
 def delta(value: object) -> str:
