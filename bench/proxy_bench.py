@@ -427,6 +427,8 @@ def main() -> None:
         Variant("stream", flags=("--set", "stream_large_bodies=1")),  # forwards each chunk
         Variant("addon", addon=True),  # the addon's tap makes it stream
     ]
+    # the same hooks doing nothing: what any addon costs, apart from convtap's own work
+    hooks = Variant("hooks", flags=("-s", str(ROOT / "bench" / "empty_addon.py")))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="proxy_bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -436,7 +438,7 @@ def main() -> None:
             direct.wall = direct.bulk.seconds
             direct.lat = latencies(up, args.events)
             for n in range(args.rounds):  # interleaved, the best round of each kept
-                for v in proxies:
+                for v in [*proxies, hooks]:
                     trial = Variant(v.name, v.addon, v.flags)
                     run_cpu_latency(trial, up, args, tmp, n)
                     v.notes += trial.notes  # every round's database is checked
@@ -446,10 +448,12 @@ def main() -> None:
             for mb in args.memory:
                 for v in proxies:
                     run_memory(v, up, mb, bodies, tmp)
-    report(args, [direct, *proxies], time.monotonic() - started)
+    report(args, [direct, *proxies], hooks, time.monotonic() - started)
 
 
-def report(args: argparse.Namespace, variants: list[Variant], elapsed: float) -> None:
+def report(
+    args: argparse.Namespace, variants: list[Variant], hooks: Variant, elapsed: float
+) -> None:
     plain, stream, addon = variants[1:]
     assert addon.bulk is not None
     b, small, large = addon.bulk, *args.memory
@@ -522,6 +526,9 @@ def report(args: argparse.Namespace, variants: list[Variant], elapsed: float) ->
         line += [f"{c:>{w}}" for c, w in zip(middle, widths[1:-1], strict=True)]
         print(" ".join([*line, f"{mark:>{widths[-1]}}"]))
     print(
+        f"an addon with the same hooks doing nothing (bench/empty_addon.py): CPU {hooks.cpu:.2f} s,"
+        f" {hooks.cpu / stream.cpu:.2f}x stream: the rest of the addon's cost is convtap's own"
+        f" work ({addon.cpu - hooks.cpu:+.2f} s)\n"
         f"addon vs plain (buffered): CPU {addon.cpu / plain.cpu:.2f}x; plain's latency is the"
         f" whole body's, since it forwards nothing until the end\n"
         f"recorder rate = the stream's MB over the time from its first byte until the recorder"

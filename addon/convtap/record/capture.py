@@ -52,7 +52,7 @@ def import_into(
     local = LocalRecorder(str(db), redact=redact)
     results: list[FileImport] = []
     try:
-        seen = flow_ids(db)
+        seen = flow_ids(local.writer.db)
         for path in paths:
             try:
                 imported, skipped = import_file(path, local, seen, progress)

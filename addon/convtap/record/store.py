@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import re
 import sqlite3
 import stat
 import time
@@ -303,7 +304,7 @@ def index_text(db: sqlite_utils.Database) -> None:
     conn = db.conn
     if conn.execute("SELECT 1 FROM [messages_fts_pending] LIMIT 1").fetchone() is None:
         return
-    with conn:
+    with _write_lock(conn):
         for statement in INDEX_TEXT:
             conn.execute(statement)
 
@@ -362,12 +363,26 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
                              ("schema_version", str(SCHEMA_VERSION)))  # fmt: skip
         # WAL only once the file is known to be ours (it rewrites the header); a pending
         # statement would make every later query of sqlite-utils fetch all its rows at once.
-        conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint=10000")  # fewer, larger checkpoints
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     return db
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """WAL mode, waiting as for any write: switching needs the database to itself a moment, and
+    SQLite's busy timeout does not wait for that (another convtap process opening it too)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def writable(path: Path) -> bool:
@@ -503,9 +518,12 @@ class Writer:
         return str(row[0]) if row else None
 
     def _commit(self, ops: list[Op], position: str | None) -> None:
+        # BEGIN IMMEDIATE: the write lock is waited for (up to BUSY_TIMEOUT) before anything is
+        # read; a deferred transaction that another process's commit overtakes fails at once
+        # with "database is locked", however long the timeout.
         conn = self.db.conn
         try:
-            with conn:
+            with _write_lock(conn):
                 for kind, table, row in ops:
                     conn.execute(self._statement(kind, table, tuple(row)), tuple(row.values()))
                 for statement in LINK:
@@ -514,13 +532,15 @@ class Writer:
                     conn.execute(_POSITION, (position,))
         except sqlite3.Error as exc:  # a bad row must not stop the recorder: keep the rest
             _raise_if_full(exc, self.path)
+            if isinstance(exc, sqlite3.OperationalError) and _NOT_A_ROW.search(str(exc)):
+                raise StoreError(f"cannot write into {self.path}: {exc}") from exc  # lost: say so
             self.failures.append(f"{type(exc).__name__}: {exc}")
             for op in ops:
-                with contextlib.suppress(sqlite3.Error), conn:
+                with contextlib.suppress(sqlite3.Error), _write_lock(conn):
                     conn.execute(self._statement(op[0], op[1], tuple(op[2])), tuple(op[2].values()))
             if position is not None:
                 try:
-                    with conn:
+                    with _write_lock(conn):
                         conn.execute(_POSITION, (position,))
                 except sqlite3.Error as again:
                     _raise_if_full(again, self.path)
@@ -538,6 +558,7 @@ def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
         raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
 
 
+_NOT_A_ROW = re.compile(r"locked|busy|I/O error|readonly|read-only")  # the database, not a row
 _POSITION = "INSERT OR REPLACE INTO meta (key, value) VALUES ('journal', ?)"
 
 
@@ -562,13 +583,11 @@ def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     return list(db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id"))
 
 
-def flow_ids(path: Path | str) -> set[str]:
-    """The ids of the flows a database holds (an import skips them)."""
-    db = open_readonly(path)
-    try:
-        return {row[0] for row in db.execute("SELECT id FROM flows")}
-    finally:
-        db.conn.close()
+def flow_ids(db: sqlite_utils.Database) -> set[str]:
+    """The ids of the flows a database holds (an import skips them). Read through the
+    connection the process writes with: opening the file again and closing it would drop
+    that connection's POSIX locks, and another process could then delete the WAL under it."""
+    return {row[0] for row in db.execute("SELECT id FROM flows")}
 
 
 def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
