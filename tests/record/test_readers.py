@@ -125,3 +125,8 @@ def test_captures_merge_by_importing_one_database_into_another(tmp_path: Path) -
     again = convtap("import", str(team_a), "--db", str(team_b))
     assert "imported 0 flows" in again.stdout
     assert rows(team_b, "SELECT count(*) FROM flows") == [(4,)]
+    itself = convtap("import", str(team_b), "--db", str(team_b))  # refused, in one line
+    assert itself.returncode == 2
+    assert itself.stderr.strip().splitlines() == [
+        f"convtap: {team_b} is the database it would be imported into"
+    ]

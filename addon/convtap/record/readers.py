@@ -160,6 +160,8 @@ def import_file(
     if not path.is_file() or not os.access(path, os.R_OK):
         raise CaptureError(f"cannot read {path}")
     if path.suffix in DATABASES:  # another capture: merge its flows
+        if path.resolve() == local.writer.path.resolve():
+            raise CaptureError(f"{path} is the database it would be imported into")
         imported, skipped = replay_db(path, local.handle, seen)
         local.writer.flush()
         if progress is not None:
