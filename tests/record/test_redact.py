@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 from convtap.record.redact import Redactor, hints, is_secret_key, value_hints
@@ -53,3 +54,17 @@ def test_hints_fold_text_as_keys_are_compared(text: str, expected: tuple[bool, b
     assert hints(text) == expected
     assert value_hints(text) is expected[1]
     assert is_secret_key("to\u212aen") and is_secret_key("İsession")
+
+
+@pytest.mark.parametrize("text", ["token" * 1_000_000, '"cot_token"' * 400_000, "sk-" * 1_500_000])
+def test_text_made_of_hints_is_searched_in_bounded_memory(text: str) -> None:
+    """A message made of hint words is searched a window at a time: its matches are never all
+    held at once (they took 28 times the text's size)."""
+    tracemalloc.start()
+    try:
+        hints(text)
+        value_hints(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(text)

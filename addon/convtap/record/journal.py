@@ -224,12 +224,12 @@ class JournalReader:
                 # Read again, now that the writer is known to have moved on (or gone): it may
                 # have finished the record between the first read and the listing.
                 record = self._next_record()
-            if record is None:  # cut by a crash: its torn tail is skipped
-                if not later:
-                    self.closed = True
-                    return
-                self.position = Position(later[0], 0)
-                continue
+                if record is None:  # cut by a crash: its torn tail is skipped
+                    if not later:
+                        self.closed = True
+                        return
+                    self.position = Position(later[0], 0)
+                    continue
             kind, payload, end = record
             if kind == NEXT:
                 self.position = Position(self.position.segment + 1, 0)

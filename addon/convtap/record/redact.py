@@ -156,12 +156,40 @@ _VALUE_WORDS = [w for w in dict.fromkeys(
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
 _HARMLESS_FOLDED = [h.replace("-", "_") for h in _HARMLESS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
-# them all; a match's index says what it is.
+# them all; a match's index says what it is. Once one kind of hint is found, an automaton
+# without it looks for the other: text full of "token" is not matched word by word.
 _WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
 _VALUES_FROM = len(_KEY_WORDS)
 _UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
 _HARMLESS_FROM = _UNLIKE_FROM + len(_UNLIKE)
-_FINDER = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in _WORDS])
+_KEY_IDS = frozenset(range(_VALUES_FROM))
+_VALUE_IDS = frozenset(range(_VALUES_FROM, _UNLIKE_FROM))
+_UNLIKE_IDS = frozenset(range(_UNLIKE_FROM, _HARMLESS_FROM))
+_HARMLESS_IDS = frozenset(range(_HARMLESS_FROM, len(_WORDS)))
+
+
+class _Finder:
+    """An automaton over some of `_WORDS`, which answers with their indexes in `_WORDS`."""
+
+    def __init__(self, ids: frozenset[int]) -> None:
+        self.ids = sorted(ids)
+        self.automaton = ahocorasick_rs.BytesAhoCorasick([_WORDS[i].encode() for i in self.ids])
+
+    def find(self, data: bytes) -> list[tuple[int, int, int]]:
+        """(index in `_WORDS`, start, end) of every match."""
+        ids = self.ids
+        return [(ids[i], a, b) for i, a, b in self.automaton.find_matches_as_indexes(
+            data, overlapping=True)]  # fmt: skip
+
+
+_FINDERS = {  # by (keys wanted, values wanted)
+    (True, True): _Finder(_KEY_IDS | _VALUE_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
+    (True, False): _Finder(_KEY_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
+    (False, True): _Finder(_VALUE_IDS | _UNLIKE_IDS),
+}
+_HARMLESS_BYTES = [h.encode() for h in _HARMLESS_FOLDED]
+_LONGEST = max(len(w.encode()) for w in _WORDS)
+_WINDOW = 1 << 16  # bytes searched at once
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
 
 
@@ -174,37 +202,52 @@ def _unescaped(text: str) -> str:
 
 def hints(text: str) -> tuple[bool, bool]:
     """(a secret key may be named, a secret value may be there) in this text."""
-    keys = values = False
-    for index in _found(text):
-        if index < _VALUES_FROM:
-            keys = True
-        else:
-            values = True
-    return keys, values
+    return _found(text, want_keys=True)
 
 
 def value_hints(text: str) -> bool:
     """A secret value may be there in this text."""
-    return any(index >= _VALUES_FROM for index in _found(text))
+    return _found(text, want_keys=False)[1]
 
 
-def _found(text: str) -> list[int]:
-    """The hints in the text (their indexes in `_WORDS`), folded as keys are: JSON-unescaped,
-    lowercased, `-` as `_`; none inside a harmless marker."""
+def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bool]:
+    """(keys, values): the hints in the text, folded as keys are (JSON-unescaped, lowercased,
+    `-` as `_`), none counted inside a harmless marker (blanked out). Searched a window at a
+    time (they overlap by a hint's length), so that text full of hints holds few matches at
+    once, and only until the answer is known."""
     folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
-    matches = _FINDER.find_matches_as_indexes(folded, overlapping=True)
-    if not matches:
-        return []
-    if any(_UNLIKE_FROM <= index < _HARMLESS_FROM for index, _, _ in matches):
-        text = _unescaped(text).lower()
-        folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
-        matches = _FINDER.find_matches_as_indexes(folded, overlapping=True)
-    harmless = [(start, end) for index, start, end in matches if index >= _HARMLESS_FROM]
-    return [
+    keys = values = False
+    for start in range(0, len(folded), _WINDOW):
+        wanted = (want_keys and not keys, not values)
+        if wanted == (False, False):
+            break
+        window = folded[start : start + _WINDOW + _LONGEST - 1]
+        matches = _FINDERS[wanted].find(window)
+        found = {index for index, _, _ in matches}
+        if not exact and not found.isdisjoint(_UNLIKE_IDS):
+            return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
+        if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
+            found = _outside_markers(window, matches, _FINDERS[wanted])
+        keys = keys or not found.isdisjoint(_KEY_IDS)
+        values = values or not found.isdisjoint(_VALUE_IDS)
+    return keys and want_keys, values
+
+
+def _outside_markers(
+    window: bytes, matches: list[tuple[int, int, int]], finder: _Finder
+) -> set[int]:
+    """The hints of `matches` that are not inside a harmless marker: a few are checked one by
+    one; many (text made of markers) by blanking the markers out and searching again."""
+    if len(matches) > 64:
+        for marker in _HARMLESS_BYTES:
+            window = window.replace(marker, b" ")
+        return {index for index, _, _ in finder.find(window)}
+    spans = [(a, b) for index, a, b in matches if index in _HARMLESS_IDS]
+    return {
         index
-        for index, start, end in matches
-        if index < _UNLIKE_FROM and not any(a <= start and end <= b for a, b in harmless)
-    ]
+        for index, a, b in matches
+        if index not in _HARMLESS_IDS and not any(x <= a and b <= y for x, y in spans)
+    }
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
