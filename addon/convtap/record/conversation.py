@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +95,7 @@ class ConversationSide:
         def raw(when: float, count: int, text: str) -> None:
             self.out.raw(flow_id, when, "sse", count, text)
 
-        def keep(text: str, events: list[SSEEvent], appended: Appended) -> None:
+        def keep(text: str, events: Sequence[SSEEvent], appended: Appended) -> None:
             turn.redaction.chunk(at, text, events, raw, appended)
 
         self._updates(turn, turn.decoder.feed(data, keep), at)

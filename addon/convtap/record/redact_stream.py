@@ -15,7 +15,7 @@ one stream item); at most `MAX_HELD` chunks and `MAX_HELD_TEXT` characters per s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
 class Held:
     at: float
     text: str
-    events: list[SSEEvent]
+    events: Sequence[SSEEvent]
     keep: Keep  # where it goes when it goes (its flow's raw rows)
     appended: int  # characters of text its bare frames and appends add
 
@@ -72,7 +72,7 @@ class StreamRedaction:
         self,
         at: float,
         text: str,
-        events: list[SSEEvent],
+        events: Sequence[SSEEvent],
         keep: Keep,
         appended: Appended | None = None,
     ) -> None:
@@ -127,8 +127,8 @@ class StreamRedaction:
         self.held = []
 
     @staticmethod
-    def _text(original: str, before: list[SSEEvent], after: list[SSEEvent]) -> str:
-        if before == after:
+    def _text(original: str, before: Sequence[SSEEvent], after: list[SSEEvent]) -> str:
+        if list(before) == after:
             return original
         return "".join(format_event(e) for e in after)
 

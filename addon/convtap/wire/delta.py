@@ -15,7 +15,7 @@ import orjson
 
 from convtap.wire.bounded import Kept
 from convtap.wire.jsonvalue import JSON, loads
-from convtap.wire.sse import OVERSIZED, SSEEvent
+from convtap.wire.sse import OVERSIZED, BareRun, Frames, SSEEvent
 
 OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
 MAX_KEPT = 1000  # typed events, other events and errors kept in memory (the rest are counted)
@@ -123,43 +123,74 @@ class DeltaDecoder:
     def feed_all(self, events: Iterable[SSEEvent], collect: bool = False) -> list[Update]:
         """`feed` each event in order; the updates of all of them (with `collect`, what they
         appended is in `appended` afterwards). Bare frames that continue a string append (most
-        of a real stream) take a short path here."""
+        of a real stream) take a short path here, and a whole run of them (`Frames`) one step."""
         updates: list[Update] = []
         appended = self.appended = self._appended = Appended([], [], []) if collect else None
-        loads_fast = orjson.loads
         try:
-            for event in events:
-                pending = self._pending
-                if pending is not None and event[0] == "delta":
-                    try:
-                        obj = loads_fast(event[1])
-                    except orjson.JSONDecodeError:
-                        obj = None
-                    if type(obj) is dict and len(obj) == 1:
-                        value = obj.get("v")
-                        if type(value) is str:  # rule 2: a bare frame continuing an append
-                            self.event_index += 1
-                            self.event_count += 1
-                            self._pending_size += len(value)
-                            if appended is not None:
-                                appended.pieces.append(value)
-                            if self._pending_size <= MAX_STRING:
-                                pending[2].append(value)
-                            else:
-                                self._bound(self.event_index - 1, "value-too-large", TOO_LARGE)
-                            continue
-                if appended is None:
-                    found = self.feed(event)
-                else:
-                    count = len(appended.pieces)
-                    found = self.feed(event)
-                    if len(appended.pieces) == count:
-                        appended.others.append(event[1])
-                if found:
-                    updates += found
+            parts = events.parts if isinstance(events, Frames) else [events]
+            for part in parts:
+                if isinstance(part, BareRun):
+                    if self._continue_run(part, appended):
+                        continue
+                    part = part.events()
+                self._feed_events(part, appended, updates)
         finally:
             self._appended = None
         return updates
+
+    def _continue_run(self, run: BareRun, appended: Appended | None) -> bool:
+        """A run of bare frames that continues a string append, in one step; False when it
+        cannot be (no append to continue, a string that is not valid, the bound reached)."""
+        pending = self._pending
+        if pending is None:
+            return False
+        values = run.values()
+        if values is None:
+            return False
+        size = sum(map(len, values))
+        if self._pending_size + size > MAX_STRING:
+            return False
+        self._pending_size += size
+        self.event_index += len(values)
+        self.event_count += len(values)
+        pending[2].extend(values)
+        if appended is not None:
+            appended.pieces.extend(values)
+        return True
+
+    def _feed_events(
+        self, events: Iterable[SSEEvent], appended: Appended | None, updates: list[Update]
+    ) -> None:
+        loads_fast = orjson.loads
+        for event in events:
+            pending = self._pending
+            if pending is not None and event[0] == "delta":
+                try:
+                    obj = loads_fast(event[1])
+                except orjson.JSONDecodeError:
+                    obj = None
+                if type(obj) is dict and len(obj) == 1:
+                    value = obj.get("v")
+                    if type(value) is str:  # rule 2: a bare frame continuing an append
+                        self.event_index += 1
+                        self.event_count += 1
+                        self._pending_size += len(value)
+                        if appended is not None:
+                            appended.pieces.append(value)
+                        if self._pending_size <= MAX_STRING:
+                            pending[2].append(value)
+                        else:
+                            self._bound(self.event_index - 1, "value-too-large", TOO_LARGE)
+                        continue
+            if appended is None:
+                found = self.feed(event)
+            else:
+                count = len(appended.pieces)
+                found = self.feed(event)
+                if len(appended.pieces) == count:
+                    appended.others.append(event[1])
+            if found:
+                updates += found
 
     def feed(self, event: SSEEvent) -> Sequence[Update]:
         index = self.event_index

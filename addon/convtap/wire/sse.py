@@ -16,8 +16,11 @@ decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from itertools import repeat
-from typing import NamedTuple
+from typing import NamedTuple, overload
+
+import orjson
 
 _BOM = b"\xef\xbb\xbf"
 MAX_EVENT = 4 * 1024 * 1024
@@ -26,6 +29,14 @@ MAX_EVENT = 4 * 1024 * 1024
 OVERSIZED = "\nevent-too-large"
 # The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
 _SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
+# Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
+# with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
+# only JSON's escapes). Runs of them are not split into events (see `BareRun`).
+_STRING_BODY = r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+_BARE_SHAPES = [  # (a run of them, the text before each string)
+    (re.compile(f'(?:{re.escape(head)}{_STRING_BODY}"}}\n\n)+'), head)
+    for head in ('event: delta\ndata: {"v": "', 'event: delta\ndata: {"v":"')
+]
 
 
 class SSEEvent(NamedTuple):
@@ -33,6 +44,72 @@ class SSEEvent(NamedTuple):
 
     event: str
     data: str
+
+
+class BareRun(NamedTuple):
+    """Consecutive bare frames of a block, `text[start:end]`: each is `head`, a JSON string's
+    text and '"}\\n\\n' (`_BARE_SHAPES`)."""
+
+    text: str
+    start: int
+    end: int
+    head: str
+
+    @property
+    def frames(self) -> int:
+        return self.text.count("\n\n", self.start, self.end)  # one blank line ends each
+
+    def values(self) -> list[str] | None:
+        """Each frame's string, all parsed in one call (None when one is not a valid string,
+        such as a lone surrogate escape: then its events are read one by one)."""
+        between = '"}\n\n' + self.head
+        strings = self.text[self.start + len(self.head) : self.end - 4].replace(between, '","')
+        try:
+            values = orjson.loads(f'["{strings}"]')
+        except orjson.JSONDecodeError:
+            return None
+        return values if type(values) is list and len(values) == self.frames else None
+
+    def events(self) -> list[SSEEvent]:
+        parts = _SIMPLE.split(self.text[self.start : self.end])
+        return list(map(SSEEvent._make, zip(parts[1::3], parts[2::3], strict=True)))
+
+
+class Frames(Sequence[SSEEvent]):
+    """A block's events with its runs of bare frames kept whole (`SSEParser.feed_runs`):
+    a reader that knows `BareRun`s takes `parts`; the events are made only when asked for."""
+
+    __slots__ = ("_events", "_size", "parts")
+
+    def __init__(self, parts: list[BareRun | list[SSEEvent]]) -> None:
+        self.parts = parts
+        self._size = sum(p.frames if isinstance(p, BareRun) else len(p) for p in parts)
+        self._events: list[SSEEvent] | None = None
+
+    @property
+    def events(self) -> list[SSEEvent]:
+        if self._events is None:
+            parts = self.parts
+            self._events = [e for p in parts for e in (p.events() if isinstance(p, BareRun) else p)]
+        return self._events
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[SSEEvent]:
+        return iter(self.events)
+
+    def __eq__(self, other: object) -> bool:
+        return self.events == (list(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, index: int) -> SSEEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[SSEEvent]: ...
+    def __getitem__(self, index: int | slice) -> SSEEvent | list[SSEEvent]:
+        return self.events[index]
 
 
 def format_event(event: SSEEvent) -> str:
@@ -72,6 +149,15 @@ class SSEParser:
         self._closed = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        events = self._feed(chunk, runs=False)
+        assert isinstance(events, list)
+        return events
+
+    def feed_runs(self, chunk: bytes) -> list[SSEEvent] | Frames:
+        """`feed`, with the runs of bare frames kept whole (`Frames`) for a delta v1 decoder."""
+        return self._feed(chunk, runs=True)
+
+    def _feed(self, chunk: bytes, runs: bool) -> list[SSEEvent] | Frames:
         if self._closed:
             raise RuntimeError("feed() after close()")
         self.bad_utf8 = []
@@ -112,8 +198,10 @@ class SSEParser:
             return events
         block = self.consumed = bytes(buf[: end + 2])
         del buf[: end + 2]
-        events += self._parse_block(block)
-        return events
+        parsed = self._parse_block(block, runs)
+        if events:  # an oversized event ended first: rare, so the runs are given up
+            return events + list(parsed)
+        return parsed
 
     def _skip_oversized(self, events: list[SSEEvent]) -> bool:
         """Drop bytes up to the blank line that ends the oversized event; True once found."""
@@ -138,18 +226,52 @@ class SSEParser:
             return True
         return any(line and line[:1] != b":" for line in pending.split(b"\n"))
 
-    def _parse_block(self, block: bytes) -> list[SSEEvent]:
+    def _parse_block(self, block: bytes, runs: bool) -> list[SSEEvent] | Frames:
         """Complete lines that end with a blank line, so that no event is left open.
 
         The usual block holds only the two simple shapes and comment lines: one regex split
         finds them all. Anything else (multi-line data, other fields, invalid UTF-8, an event
-        over the limit) goes through the WHATWG steps event by event.
+        over the limit) goes through the WHATWG steps event by event. With `runs`, the runs of
+        bare frames in it are found first and kept whole.
         """
         try:
             text = self.consumed_text = block.decode("utf-8")
         except UnicodeDecodeError:
             self.consumed_text = block.decode("utf-8", "replace")
             return self._parse_slowly(block)
+        if runs and len(block) <= self.max_event:
+            for shape, head in _BARE_SHAPES:
+                if head in text:
+                    return self._parse_runs(text, shape, head)
+        return self._parse_text(text, block)
+
+    def _parse_runs(self, text: str, shape: re.Pattern[str], head: str) -> list[SSEEvent] | Frames:
+        """The runs of bare frames of `head`'s shape, and the events between them."""
+        parts: list[BareRun | list[SSEEvent]] = []
+        done = 0  # the text before is in `parts`
+        at = text.find(head)
+        while at >= 0:
+            # a run starts an event: at the block's start, or after a blank line
+            starts = at == 0 or text[at - 2 : at] == "\n\n" or (at == 1 and text[0] == "\n")
+            run = shape.match(text, at) if starts else None
+            if run is None:
+                at = text.find(head, at + 1)
+                continue
+            if at > done:
+                between = text[done:at]
+                parts.append(self._parse_text(between, between.encode()))
+            parts.append(BareRun(text, at, run.end(), head))
+            done = run.end()
+            at = text.find(head, done)
+        if done == 0:
+            return self._parse_text(text, text.encode())
+        if done < len(text):
+            rest = text[done:]
+            parts.append(self._parse_text(rest, rest.encode()))
+        return Frames(parts)
+
+    def _parse_text(self, text: str, block: bytes) -> list[SSEEvent]:
+        """A block's events (`block` is its text's bytes, for the WHATWG steps)."""
         parts = _SIMPLE.split(text)
         rest = "".join(parts[0::3])
         if rest.strip("\n") and any(line[:1] != ":" for line in rest.split("\n") if line):

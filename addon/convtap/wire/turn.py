@@ -104,7 +104,7 @@ class TurnDecoder:
     def feed(
         self,
         chunk: bytes,
-        on_events: Callable[[str, list[SSEEvent], Appended], object] | None = None,
+        on_events: Callable[[str, Sequence[SSEEvent], Appended], object] | None = None,
     ) -> list[Update]:
         """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
         the events this chunk completed, with the SSE text they came in (the recorder keeps
@@ -113,7 +113,7 @@ class TurnDecoder:
             self._parser = SSEParser()
             self.legs += 1
         parser = self._parser
-        events = parser.feed(chunk)
+        events = parser.feed_runs(chunk)
         first = self.decoder.event_index
         updates = self.decoder.feed_all(events, collect=on_events is not None)
         if on_events is not None and events and self.decoder.appended is not None:

@@ -1,0 +1,185 @@
+"""The short path for runs of bare frames (`SSEParser.feed_runs`, `DeltaDecoder`'s `BareRun`s)
+gives exactly what the event-by-event path gives, for any stream and any chunking."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from convtap.wire import delta
+from convtap.wire.delta import DeltaDecoder
+from convtap.wire.sse import BareRun, Frames, SSEEvent, SSEParser
+from convtap.wire.turn import TurnDecoder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+MESSAGE = {"id": "m", "author": {"role": "assistant"}, "content": {"parts": [""]}}
+START = [
+    'event: delta_encoding\ndata: "v1"\n\n',
+    "event: delta\ndata: " + json.dumps({"p": "", "o": "add", "v": {"message": MESSAGE}}) + "\n\n",
+    'event: delta\ndata: {"p": "/message/content/parts/0", "o": "append", "v": "a"}\n\n',
+]
+
+
+def bare(value: str, ascii_only: bool, compact: bool) -> str:
+    body = json.dumps(value, ensure_ascii=ascii_only)
+    return f'event: delta\ndata: {{"v":{"" if compact else " "}{body}}}\n\n'
+
+
+# Bodies a bare frame's string may have that are not all valid JSON strings, or not the plain shape.
+ODD = [
+    r'{"v": "\x"}', r'{"v": "\ud800"}', r'{"v": "\udc00\ud800"}', '{"v": "a\tb"}', r'{"v": "\""}',
+    r'{"v": "\\"}', r'{"v": "a\\"}', '{"v": "a"} ', '{"v": "a", "c": 1}', '{"v": "a"', '{"v": 1}',
+    '{ "v": "a"}', r'{"v": "\u00e9\/"}', '{"v": "🌿"}', '{"v":"a"}', '{"v": ""}',
+]  # fmt: skip
+
+item = st.one_of(
+    st.builds(bare, st.text(max_size=12), st.booleans(), st.booleans()),
+    st.sampled_from(ODD).map(lambda data: f"event: delta\ndata: {data}\n\n"),
+    st.sampled_from(
+        [
+            ": ping - 2026-11-30\n\n",
+            "\n",
+            'data: {"type": "message_marker"}\n\n',
+            'event: delta\ndata: {"p": "/message/content/parts/0", "o": "append", "v": "x"}\n\n',
+            'event: delta\ndata: {"p": "/message/status", "o": "replace", "v": "done"}\n\n',
+            'event: delta\nevent: delta\ndata: {"v": "twice named"}\n\n',
+            'data: {"v": "a message, not a delta"}\n\n',
+            'event: delta\r\ndata: {"v": "crlf"}\r\n\r\n',
+            'event: delta\ndata: {"v": "one"}\ndata: {"v": "two lines"}\n\n',
+            "data: \udcff\n\n",  # the byte 0xff: not UTF-8
+        ]
+    ),
+)
+
+
+def stream(items: list[str]) -> bytes:
+    return "".join([*START, *items]).encode("utf-8", "surrogateescape")
+
+
+def cut(body: bytes, cuts: list[int]) -> list[bytes]:
+    cuts = sorted(c % (len(body) + 1) for c in cuts)
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(item, max_size=40), st.lists(st.integers(0, 10**6), max_size=8))
+def test_runs_frame_the_same_events(items: list[str], cuts: list[int]) -> None:
+    one, many = SSEParser(), SSEParser()
+    for chunk in cut(stream(items), cuts):
+        expected = one.feed(chunk)
+        got = many.feed_runs(chunk)
+        assert list(got) == expected
+        assert len(got) == len(expected)
+        assert (many.consumed, many.consumed_text, many.bad_utf8) == (
+            one.consumed,
+            one.consumed_text,
+            one.bad_utf8,
+        )
+    assert many.close() == one.close()
+
+
+def one_by_one(body: bytes) -> tuple[DeltaDecoder, list[str], list[str]]:
+    """The reference: every event through `DeltaDecoder.feed` alone (and the bytes that are
+    not UTF-8 reported as `TurnDecoder` does)."""
+    parser, decoder = SSEParser(), DeltaDecoder()
+    pieces: list[str] = []
+    others: list[str] = []
+    for event in parser.feed(body):
+        decoder.feed_all([event], collect=True)
+        assert decoder.appended is not None
+        pieces += decoder.appended.pieces
+        others += decoder.appended.others
+    for position in parser.bad_utf8:
+        decoder.record_error(position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)")
+    return decoder, pieces, others
+
+
+def by_runs(chunks: list[bytes]) -> tuple[DeltaDecoder, list[str], list[str]]:
+    turn = TurnDecoder()
+    pieces: list[str] = []
+    others: list[str] = []
+    for chunk in chunks:
+        turn.feed(chunk, lambda text, events, appended: None)
+        appended = turn.decoder.appended
+        assert appended is not None
+        pieces += appended.pieces
+        others += appended.others
+    return turn.decoder, pieces, others
+
+
+def state(decoder: DeltaDecoder) -> dict[str, Any]:
+    return {
+        "messages": decoder.messages,
+        "errors": sorted(decoder.errors),  # a chunk's invalid UTF-8 is told after its events
+        "event_count": decoder.event_count,
+        "event_index": decoder.event_index,
+        "done": decoder.done,
+    }
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(item, max_size=40), st.lists(st.integers(0, 10**6), max_size=8))
+def test_runs_decode_to_the_same_turn(items: list[str], cuts: list[int]) -> None:
+    body = stream(items)
+    expected, pieces, others = one_by_one(body)
+    got, got_pieces, got_others = by_runs(cut(body, cuts))
+    assert state(got) == state(expected)
+    assert got_pieces == pieces
+    assert got_others == others
+
+
+def test_a_block_of_bare_frames_is_one_run_parsed_in_one_call() -> None:
+    values = ["Olá", ' "quoted"\n', "\\", "🌿", "\u2028"]
+    text = "".join(bare(v, ascii_only, False) for v in values for ascii_only in (True, False))
+    frames = SSEParser().feed_runs(text.encode())
+    assert isinstance(frames, Frames)
+    [run] = frames.parts
+    assert isinstance(run, BareRun)
+    assert run.values() == [v for v in values for _ in (1, 2)]
+    assert len(frames) == 10
+    assert frames[0] == SSEEvent("delta", json.dumps({"v": "Olá"}))
+
+
+def test_a_run_is_only_where_an_event_starts() -> None:
+    text = 'event: x\ndata: 1\nevent: delta\ndata: {"v": "not a run"}\n\n' + bare(
+        "run", False, False
+    )
+    frames = SSEParser().feed_runs(text.encode())
+    assert isinstance(frames, Frames)
+    assert [type(p) for p in frames.parts] == [list, BareRun]
+    assert list(frames) == [
+        SSEEvent("delta", '1\n{"v": "not a run"}'),  # one event of two data lines
+        SSEEvent("delta", '{"v": "run"}'),
+    ]
+
+
+@pytest.mark.parametrize("limit", [5, 6, 7, 40])
+def test_a_run_past_the_string_bound_is_an_error_as_frame_by_frame(
+    limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "MAX_STRING", limit)
+    body = stream([bare("bcd", False, False), bare("efg", False, False), bare("h", False, False)])
+    assert state(by_runs([body])[0]) == state(one_by_one(body)[0])
+
+
+def test_a_run_that_continues_an_append_is_taken_in_one_step() -> None:
+    turn = TurnDecoder()
+    turn.feed(stream([]))
+    run = "".join(bare(f"-{n}", False, False) for n in range(50)).encode()
+    runs: list[int] = []
+    original = turn.decoder._continue_run
+
+    def counted(part: BareRun, appended: Any) -> bool:
+        taken = original(part, appended)
+        runs.append(part.frames if taken else -1)
+        return taken
+
+    turn.decoder._continue_run = counted  # type: ignore[method-assign]
+    turn.feed(run + b": ping\n\n" + run)
+    assert runs == [50, 50]
+    assert turn.decoder.messages["m"]["content"]["parts"] == [
+        "a" + "".join(f"-{n}" for n in range(50)) * 2
+    ]
+    assert turn.decoder.event_count == 3 + 100
