@@ -271,3 +271,61 @@ def test_a_secret_cut_across_responses_deltas_is_redacted(tmp_path: Path, size: 
               if line.startswith("data: ") and "output_text.delta" in line]  # fmt: skip
     text = "".join(deltas)
     assert re.fullmatch(r"my key is <redacted:[0-9a-f]{12}> ok", text), text
+
+
+@pytest.mark.parametrize("size", [5, 1 << 20])
+def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) -> None:
+    """Comment lines (`: …`) are not events, but they are stored with the raw events: one that
+    holds a secret keeps a placeholder in its place; the server's pings stay as they came."""
+    secret = "sk-proj-CANARYcomment" + "x7" * 12
+    message = {"id": "m1", "author": {"role": "assistant"}, "status": "in_progress",
+               "content": {"content_type": "text", "parts": [""]}, "recipient": "all"}  # fmt: skip
+    body = "".join([
+        'event: delta_encoding\ndata: "v1"\n\n',
+        delta({"p": "", "o": "add", "v": {"message": message, "conversation_id": "c1"}}),
+        ": ping - 2026-11-30 17:00:00.000000+00:00\n\n",
+        delta({"p": "/message/content/parts/0", "o": "append", "v": "hello"}),
+        f": upstream debug key={secret}\n\n",
+        delta({"v": " there"}),
+        "data: [DONE]\n\n",
+    ]).encode()  # fmt: skip
+    db = tmp_path / "comment.db"
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    path, stream = "/backend-api/f/conversation", (("content-type", "text/event-stream"),)
+    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
+    recorder.handle(ResponseStarted("f1", 200, stream))
+    for i in range(0, len(body), size):
+        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
+    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
+    recorder.close()
+    assert secret.encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
+    assert ": ping - 2026-11-30 17:00:00.000000+00:00\n" in stored
+    assert re.search(r"\n: <redacted:[0-9a-f]{12}>\n", stored)
+    assert text == "hello there"
+    assert message_text(decode_turn([stored.encode()]).decoder.messages["m1"]) == text
+
+
+def test_a_secret_in_a_comment_of_a_websocket_stream_item_is_redacted(tmp_path: Path) -> None:
+    secret = "sk-proj-CANARYwsCOMMENT" + "x7" * 12
+    frames = handoff_frames()
+    item = next(i for i, frame in enumerate(frames) if "uma plani" in frame)
+    frame = json.loads(frames[item])
+    texts = [k for k, v in _strings(frame) if "event: delta" in v]
+    assert texts, "no SSE text in the frame"
+    frames[item] = frames[item].replace("event: delta", f": key={secret}\\n\\nevent: delta", 1)
+    assert secret in frames[item]
+    db, _ = record_handoff(tmp_path, frames)
+    assert secret.encode() not in db.read_bytes()
+
+
+def _strings(value: object, key: str = "") -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(key, value)]
+    if isinstance(value, dict):
+        return [pair for k, v in value.items() for pair in _strings(v, k)]
+    if isinstance(value, list):
+        return [pair for v in value for pair in _strings(v, key)]
+    return []

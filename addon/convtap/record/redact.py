@@ -51,6 +51,7 @@ from convtap.wire.sse import SSEEvent, format_event
 
 PLACEHOLDER_PREFIX = "<redacted:"
 _PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
+_COMMENT = re.compile(r"^:[^\n]*", re.M)  # an SSE comment line
 
 # -- keys ------------------------------------------------------------------------------------------
 
@@ -461,11 +462,24 @@ class Redactor:
             format_event(e._replace(data=self.event_text(e.data, values, state))) for e in events
         )
 
+    def comments(self, text: str) -> str:
+        """SSE text whose comment lines (`: …`, which the decoder never reads: the server's
+        pings) hold a hint of a secret, with each such line's text replaced by a placeholder."""
+        if text[:1] != ":" and "\n:" not in text:
+            return text
+
+        def one(line: re.Match[str]) -> str:
+            keys, values = hints(line[0])
+            return f": {self.placeholder(line[0])}" if keys or values else line[0]
+
+        return _COMMENT.sub(one, text)
+
     def sse_text(self, text: str) -> str:
         """A slice of SSE text (a WebSocket stream item) redacted event by event."""
         keys, values = hints(text)
         if not keys and not values:
             return text
+        text = self.comments(text)
         out = []
         for block in re.split(r"(\n\n)", text):
             if not block.strip("\n"):
@@ -541,6 +555,9 @@ class ClearText(Redactor):
         return text
 
     def sse_text(self, text: str) -> str:
+        return text
+
+    def comments(self, text: str) -> str:
         return text
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

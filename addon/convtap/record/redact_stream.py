@@ -78,6 +78,7 @@ class StreamRedaction:
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
         `appended` is what the decoder saw them append (else the text is searched for it)."""
+        text = self.redactor.comments(text)
         if appended is None:
             # the rest, an append's path (or None for a bare frame), its string, the rest, ...
             parts = _STRING_DELTA.split(text)

@@ -55,9 +55,9 @@ class ResponsesSide:
             self.start(flow_id)
             flow = self.flows[flow_id]
         events = flow.parser.feed(data)
-        if not events:
+        text = flow.parser.consumed_text  # the events, and comment lines: kept raw too
+        if not text:
             return
-        text = flow.parser.consumed_text
         flow.redaction.chunk(at, text, events, self._raw(flow_id), responses_appended(events))
         flow.decoder.feed_all(events, flow.parser.bad_utf8)
 

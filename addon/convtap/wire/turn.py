@@ -107,8 +107,8 @@ class TurnDecoder:
         on_events: Callable[[str, Sequence[SSEEvent], Appended], object] | None = None,
     ) -> list[Update]:
         """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
-        the events this chunk completed, with the SSE text they came in (the recorder keeps
-        them raw) and what they appended to strings, once they are decoded."""
+        the events this chunk completed, with the SSE text they came in, comment lines included
+        (the recorder keeps it raw), and what they appended to strings, once they are decoded."""
         if self._parser is None:
             self._parser = SSEParser()
             self.legs += 1
@@ -116,7 +116,7 @@ class TurnDecoder:
         events = parser.feed_runs(chunk)
         first = self.decoder.event_index
         updates = self.decoder.feed_all(events, collect=on_events is not None)
-        if on_events is not None and events and self.decoder.appended is not None:
+        if on_events is not None and parser.consumed_text and self.decoder.appended is not None:
             on_events(parser.consumed_text, events, self.decoder.appended)
         for position in parser.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
             updates += self.decoder.record_error(
