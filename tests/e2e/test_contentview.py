@@ -133,9 +133,9 @@ def test_render_survives_bad_bodies() -> None:
 
 def test_the_kept_copy_has_a_bound() -> None:
     failures: list[str] = []
-    tap = Tap("f", "", lambda event: None, lambda flow, exc: failures.append(str(exc)), keep=10)
+    tap = Tap("f", "", lambda data, at: None, lambda flow, exc: failures.append(str(exc)), keep=10)
     assert tap(b"data: ") == b"data: " and tap(b"{}") == b"{}" and tap.body() == b"data: {}"
     assert tap(b"{...}\n\n") == b"{...}\n\n"  # past the bound: the copy goes, the bytes flow on
     assert tap.body() is None and tap(b"more") == b"more" and tap.body() is None
-    assert Tap("f", "", lambda event: None, lambda flow, exc: None).body() is None  # keep=0
+    assert Tap("f", "", lambda data, at: None, lambda flow, exc: None).body() is None  # keep=0
     assert not failures

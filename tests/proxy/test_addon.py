@@ -100,6 +100,7 @@ def test_raw_deflate_is_recognised() -> None:
     packer = zlib.compressobj(wbits=-15)
     data = packer.compress(BODY) + packer.flush()
     inflate = decompressor("deflate")
+    assert inflate is not None
     assert b"".join(inflate(data[i : i + 3]) for i in range(0, len(data), 3)) == BODY
 
 

@@ -78,6 +78,31 @@ def test_events_come_back_in_order_across_segments(tmp_path: Path) -> None:
     assert read[1:] == events and reader.closed
 
 
+def test_the_taps_chunk_writer_writes_what_append_writes(tmp_path: Path) -> None:
+    """`chunks(flow)` (the tap's hot path) and `append(BodyChunk)` make the same records, and a
+    chunk writer rotates segments as `append` does."""
+    events = interleaved(3)
+    write_journal(tmp_path / "a.db", events)
+    writer = JournalWriter(journal_dir(tmp_path / "b.db"), 4096)
+    sinks = {}
+    for event in events:
+        if isinstance(event, BodyChunk):
+            sink = sinks.setdefault(event.flow_id, writer.chunks(event.flow_id))
+            sink(event.data, event.at)
+        else:
+            writer.append(event)
+    writer.close()
+    for db in ("a.db", "b.db"):
+        directory = journal_dir(tmp_path / db)
+        assert len(segments(directory)) > 3
+    contents = [
+        b"".join(segment_path(journal_dir(tmp_path / db), n).read_bytes() for n in segments(
+            journal_dir(tmp_path / db)))
+        for db in ("a.db", "b.db")
+    ]  # fmt: skip
+    assert contents[0] == contents[1]
+
+
 def test_a_torn_tail_is_skipped_once_a_newer_run_exists(tmp_path: Path) -> None:
     directory = journal_dir(tmp_path / "c.db")
     first = JournalWriter(directory)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +45,7 @@ LAG_REPORT = 64_000_000  # bytes of journal behind which the lag is reported (th
 
 class Backend(Protocol):
     def handle(self, event: RecorderEvent) -> None: ...
+    def chunks(self, flow_id: str) -> Callable[[bytes, float], None]: ...
     def close(self) -> None: ...
 
 
@@ -167,7 +169,8 @@ class ConvtapAddon:
                 self.send(ResponseStarted(flow.id, flow.response.status_code, headers))
                 encoding = flow.response.headers.get("content-encoding", "")
                 keep = ctx.options.convtap_keep_body
-                flow.response.stream = Tap(flow.id, encoding, self.send, self.failure, keep)
+                sink = self.backend.chunks(flow.id) if self.backend is not None else _nowhere
+                flow.response.stream = Tap(flow.id, encoding, sink, self.failure, keep)
                 self.tapped.add(flow.id)
         except Exception as exc:
             self.failure(flow.id, exc)
@@ -227,6 +230,10 @@ class ConvtapAddon:
         log.warning("convtap: failed on flow %s: %s", flow_id, text)
         with contextlib.suppress(Exception):
             self.send(OwnFailure(flow_id, text))
+
+
+def _nowhere(data: bytes, at: float) -> None:
+    """A tap's sink once recording has stopped."""
 
 
 def banner() -> str:

@@ -1,5 +1,6 @@
 """The tap on a streamed response: each chunk goes to the client unchanged, and a decoded copy
-to the recorder (mitmproxy-notes §2: the callable is sync, never raises, returns its input)."""
+to the recorder's sink (the journal: mitmproxy-notes §2: the callable is sync, never raises,
+returns its input)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from convtap.record.events import BodyChunk, RecorderEvent
 
-
-def decompressor(encoding: str) -> Callable[[bytes], bytes]:
-    """Incremental decoding of a Content-Encoding, for the recorder's copy only."""
+def decompressor(encoding: str) -> Callable[[bytes], bytes] | None:
+    """Incremental decoding of a Content-Encoding, for the recorder's copy only (None: the
+    bytes are the body as they are)."""
     steps = [e.strip().lower() for e in encoding.split(",") if e.strip()]
     funcs = [_one_decompressor(e) for e in reversed(steps) if e != "identity"]
+    if not funcs:
+        return None
 
     def run(data: bytes) -> bytes:
         for func in funcs:
@@ -62,17 +64,18 @@ class Tap:
         self,
         flow_id: str,
         encoding: str,
-        send: Callable[[RecorderEvent], None],
+        sink: Callable[[bytes, float], None],
         fail: Callable[[str, BaseException], None],
         keep: int = 0,
     ) -> None:
-        self.flow_id, self.send, self.on_failure = flow_id, send, fail
+        self.flow_id, self.sink, self.on_failure = flow_id, sink, fail
         self.failed = False
         self.keep = keep
         # the body as it went to the client, for mitmproxy's views and saved flows: its chunks
         # (held, not copied: joined once at the end), dropped (None) once past `keep` bytes
         self.kept: list[bytes] | None = [] if keep > 0 else None
         self.kept_size = 0
+        self.decode: Callable[[bytes], bytes] | None = None
         try:
             self.decode = decompressor(encoding)
         except Exception as exc:
@@ -87,9 +90,9 @@ class Tap:
                 self.kept.append(data)
         if data and not self.failed:
             try:
-                plain = self.decode(data)
+                plain = data if self.decode is None else self.decode(data)
                 if plain:
-                    self.send(BodyChunk(self.flow_id, plain, time.time()))
+                    self.sink(plain, time.time())
             except Exception as exc:  # never break the client's stream
                 self.fail(exc)
         return data

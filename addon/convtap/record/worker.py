@@ -28,6 +28,7 @@ from pathlib import Path
 from convtap.contract.audit import replay
 from convtap.contract.auditor import Auditor
 from convtap.record.events import (
+    BodyChunk,
     OwnFailure,
     RecorderEvent,
     RequestSeen,
@@ -76,6 +77,10 @@ class LocalRecorder:
             self.recorder.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
         self.writer.tick()
 
+    def chunks(self, flow_id: str) -> Callable[[bytes, float], None]:
+        """Where a tap hands one flow's chunks (data, time)."""
+        return lambda data, at: self.handle(BodyChunk(flow_id, data, at))
+
     def close(self) -> None:
         try:
             self.recorder.close()
@@ -101,6 +106,10 @@ class JournalBackend:
 
     def handle(self, event: RecorderEvent) -> None:
         self.journal.append(event)
+
+    def chunks(self, flow_id: str) -> Callable[[bytes, float], None]:
+        """Where a tap hands one flow's chunks (data, time): straight into the journal."""
+        return self.journal.chunks(flow_id)
 
     @property
     def error(self) -> str | None:
