@@ -68,3 +68,31 @@ def test_text_made_of_hints_is_searched_in_bounded_memory(text: str) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4 * len(text)
+
+
+def _comments_line_by_line(redactor: Redactor, text: str) -> str:
+    """The reference for `Redactor.comments`: every line looked at on its own."""
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        if line.startswith(":") and any(hints(line)):
+            lines[n] = f": {redactor.placeholder(line)}"
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        ":",
+        "\n:",
+        ": ping - 2026-11-30\n\n",
+        ": key sk-proj-CANARY0123456789abcdefghij\n\ndata: 1\n\n",
+        "data: 1\n\n: ping\n\n: token=abc\n: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig\n\n",
+        'data: {"v": ": token"}\n\n:tail without a line end password',
+    ],
+)
+def test_comment_lines_with_a_hint_are_placeholders_and_the_rest_stays(text: str) -> None:
+    redactor = Redactor(b"k" * 32)
+    assert redactor.comments(text) == _comments_line_by_line(redactor, text)
+    if "CANARY" in text or "eyJ" in text:
+        assert "CANARY" not in redactor.comments(text) and "eyJ" not in redactor.comments(text)

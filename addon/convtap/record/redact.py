@@ -51,7 +51,6 @@ from convtap.wire.sse import SSEEvent, format_event
 
 PLACEHOLDER_PREFIX = "<redacted:"
 _PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
-_COMMENT = re.compile(r"^:[^\n]*", re.M)  # an SSE comment line
 
 # -- keys ------------------------------------------------------------------------------------------
 
@@ -465,14 +464,21 @@ class Redactor:
     def comments(self, text: str) -> str:
         """SSE text whose comment lines (`: …`, which the decoder never reads: the server's
         pings) hold a hint of a secret, with each such line's text replaced by a placeholder."""
-        if text[:1] != ":" and "\n:" not in text:
-            return text
-
-        def one(line: re.Match[str]) -> str:
-            keys, values = hints(line[0])
-            return f": {self.placeholder(line[0])}" if keys or values else line[0]
-
-        return _COMMENT.sub(one, text)
+        starts = [0] if text[:1] == ":" else []
+        at = text.find("\n:")
+        while at >= 0:
+            starts.append(at + 1)
+            at = text.find("\n:", at + 1)
+        out: list[str] = []
+        done = 0  # the text before this is in `out`
+        for start in starts:
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
+            keys, values = hints(text[start:end])
+            if keys or values:
+                out += [text[done:start], f": {self.placeholder(text[start:end])}"]
+                done = end
+        return "".join([*out, text[done:]]) if out else text
 
     def sse_text(self, text: str) -> str:
         """A slice of SSE text (a WebSocket stream item) redacted event by event."""

@@ -54,10 +54,7 @@ class BareRun(NamedTuple):
     start: int
     end: int
     head: str
-
-    @property
-    def frames(self) -> int:
-        return self.text.count("\n\n", self.start, self.end)  # one blank line ends each
+    frames: int  # how many: one blank line ends each, and only there
 
     def values(self) -> list[str] | None:
         """Each frame's string, all parsed in one call (None when one is not a valid string,
@@ -260,7 +257,7 @@ class SSEParser:
             if at > done:
                 between = text[done:at]
                 parts.append(self._parse_text(between, between.encode()))
-            parts.append(BareRun(text, at, run.end(), head))
+            parts.append(BareRun(text, at, run.end(), head, text.count("\n\n", at, run.end())))
             done = run.end()
             at = text.find(head, done)
         if done == 0:
