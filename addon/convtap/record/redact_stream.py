@@ -75,10 +75,13 @@ class StreamRedaction:
         events: Sequence[SSEEvent],
         keep: Keep,
         appended: Appended | None = None,
+        comments: bool = True,
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
-        `appended` is what the decoder saw them append (else the text is searched for it)."""
-        text = self.redactor.comments(text)
+        `appended` is what the decoder saw them append (else the text is searched for it);
+        `comments` is False when the text is known to hold no comment line."""
+        if comments:
+            text = self.redactor.comments(text)
         if appended is None:
             # the rest, an append's path (or None for a bare frame), its string, the rest, ...
             parts = _STRING_DELTA.split(text)

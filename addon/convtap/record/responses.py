@@ -58,7 +58,9 @@ class ResponsesSide:
         text = flow.parser.consumed_text  # the events, and comment lines: kept raw too
         if not text:
             return
-        flow.redaction.chunk(at, text, events, self._raw(flow_id), responses_appended(events))
+        appended = responses_appended(events)
+        comments = flow.parser.comment_lines
+        flow.redaction.chunk(at, text, events, self._raw(flow_id), appended, comments)
         flow.decoder.feed_all(events, flow.parser.bad_utf8)
 
     def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:

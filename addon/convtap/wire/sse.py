@@ -145,6 +145,11 @@ class SSEParser:
         self._skipping = -1  # bytes of an oversized event dropped so far (-1: not skipping)
         self._closed = False
 
+    @property
+    def comment_lines(self) -> bool:
+        """Whether the text the last `feed` took in holds comment lines (`: …`)."""
+        return self.consumed[:1] == b":" or b"\n:" in self.consumed
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         events = self._feed(chunk, runs=False)
         assert isinstance(events, list)

@@ -124,6 +124,11 @@ class TurnDecoder:
             )
         return updates
 
+    @property
+    def comment_lines(self) -> bool:
+        """Whether the text the last `feed` completed holds comment lines (`: …`)."""
+        return self._parser is not None and self._parser.comment_lines
+
     def end_leg(self) -> None:
         if self._parser is not None:
             self.truncated = self._parser.close()
