@@ -50,7 +50,10 @@ def main() -> None:
         db = Path(tmp) / "burst.db"
         received: list[bytes] = []
         peak = 0
-        with burst_upstream(bodies) as upstream, record(db, upstream, Path(tmp)) as (proc, port):
+        with (
+            burst_upstream(bodies) as upstream,
+            record(db, upstream, Path(tmp)) as (proc, port, output),
+        ):
             sender = threading.Thread(target=send_burst, args=(port, len(bodies), received))
             start = time.perf_counter()
             sender.start()
@@ -60,7 +63,7 @@ def main() -> None:
             sent = time.perf_counter() - start
             behind = journal_bytes(db)
             proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
-            out, _ = proc.communicate(timeout=3600)
+            proc.wait(timeout=3600)
             drained = time.perf_counter() - start - sent
         calls = json.loads(subprocess.run(
             [sys.executable, "-m", "convtap.cli", "calls", "--db", str(db), "--format", "json"],
@@ -83,7 +86,7 @@ def main() -> None:
     ok = exact and len(calls) == complete[0] == len(bodies) and lost[0] == 0
     print("every call recorded, complete, nothing lost" if ok else "LOSS: see above")
     if not ok:
-        print(out[-2000:])
+        print("".join(output)[-2000:])
         sys.exit(1)
 
 

@@ -219,8 +219,12 @@ def children(pid: int) -> list[int]:
 
 
 @contextmanager
-def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """`convtap record` as a user runs it, in front of `upstream`; yields it and its port."""
+def record(
+    db: Path, upstream: int, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[str], int, list[str]]]:
+    """`convtap record` as a user runs it, in front of `upstream`; yields it, its port and its
+    output lines, read as they come (a pipe nobody reads fills up, and a process writing into it
+    then waits: the proxy's traffic with it). Wait for it with `proc.wait`, not `communicate`."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "convtap.cli", "record", "--mode",
          f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
@@ -236,9 +240,12 @@ def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[tuple[subprocess
             port = int(match.group(1))
             break
     assert port is not None, "".join(lines)
+    reader = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
+    reader.start()
     try:
-        yield proc, port
+        yield proc, port, lines
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             proc.wait(120)
+        reader.join(30)

@@ -260,27 +260,27 @@ class SSEParser:
                 at = text.find(head, at + 1)
                 continue
             if at > done:
-                between = text[done:at]
-                parts.append(self._parse_text(between, between.encode()))
+                parts.append(self._parse_text(text[done:at]))
             parts.append(BareRun(text, at, run.end(), head, text.count("\n\n", at, run.end())))
             done = run.end()
             at = text.find(head, done)
         if done == 0:
-            return self._parse_text(text, text.encode())
+            return self._parse_text(text)
         if done < len(text):
-            rest = text[done:]
-            parts.append(self._parse_text(rest, rest.encode()))
+            parts.append(self._parse_text(text[done:]))
         return Frames(parts)
 
-    def _parse_text(self, text: str, block: bytes) -> list[SSEEvent]:
-        """A block's events (`block` is its text's bytes, for the WHATWG steps)."""
+    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent]:
+        """A block's events (`block` is its text's bytes, when known: no larger than
+        `max_event` when not), for the WHATWG steps."""
         parts = _SIMPLE.split(text)
         rest = "".join(parts[0::3])
         if rest.strip("\n") and any(line[:1] != ":" for line in rest.split("\n") if line):
-            return self._parse_slowly(block)
+            return self._parse_slowly(text.encode() if block is None else block)
         datas = parts[2::3]
-        if len(block) > self.max_event and max(map(len, datas), default=0) > self.max_event:
-            return self._parse_slowly(block)
+        if block is not None and len(block) > self.max_event:
+            if max(map(len, datas), default=0) > self.max_event:
+                return self._parse_slowly(block)
         names = parts[1::3]
         if None in names or "" in names:
             names = [name or "message" for name in names]
