@@ -39,3 +39,29 @@ def test_a_resume_leg_of_an_unseen_turn_is_kept_as_a_turn_of_its_own() -> None:
     turns = {row["id"]: row for row in sink.table("turns")}
     assert turns["leg"]["legs"] == 1 and turns["leg"]["event_count"] > 0
     assert [f["outcome"] for f in sink.table("flows") if "outcome" in f] == ["complete"]
+
+
+class _ClosedPipe:
+    writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_the_recorder_goes_on_when_nobody_reads_its_lines(monkeypatch: Any) -> None:
+    """`convtap record | head`: once its reader is gone, the recorder stops saying its lines
+    and records on (a write into a closed pipe raised, and ended the recorder process)."""
+    from convtap.record.worker import echo_to
+
+    pipe = _ClosedPipe()
+    monkeypatch.setattr("sys.stdout", pipe)
+    echo = echo_to("stdout")
+    assert echo is not None
+    echo("call    local.alefita_way  c1  {}")
+    echo("call    local.alefita_way  c2  {}")
+    assert pipe.writes == 1
+    assert echo_to("off") is None

@@ -56,11 +56,22 @@ INTERRUPTED = "interrupted: the proxy stopped before the response ended"
 
 
 def echo_to(where: str) -> Callable[[str], None] | None:
-    if where == "stdout":
-        return lambda line: print(line, flush=True)
-    if where == "log":
-        return lambda line: print(f"convtap: {line}", file=sys.stderr, flush=True)
-    return None
+    """Where the recorder says each call, return and finding (stdout, the log or nowhere)."""
+    if where not in ("stdout", "log"):
+        return None
+    prefix = "convtap: " if where == "log" else ""
+    gone = False
+
+    def echo(line: str) -> None:
+        nonlocal gone
+        if gone:
+            return
+        try:
+            print(prefix + line, file=sys.stdout if where == "stdout" else sys.stderr, flush=True)
+        except OSError:  # nobody reads it any more (`convtap record | head`): recording goes on
+            gone = True
+
+    return echo
 
 
 class LocalRecorder:

@@ -278,9 +278,12 @@ class SSEParser:
         if rest.strip("\n") and any(line[:1] != ":" for line in rest.split("\n") if line):
             return self._parse_slowly(text.encode() if block is None else block)
         datas = parts[2::3]
-        if block is not None and len(block) > self.max_event:
-            if max(map(len, datas), default=0) > self.max_event:
-                return self._parse_slowly(block)
+        if (
+            block is not None
+            and len(block) > self.max_event
+            and max(map(len, datas), default=0) > self.max_event
+        ):
+            return self._parse_slowly(block)
         names = parts[1::3]
         if None in names or "" in names:
             names = [name or "message" for name in names]
