@@ -50,11 +50,8 @@ def main() -> None:
         db = Path(tmp) / "burst.db"
         received: list[bytes] = []
         peak = 0
-        with (
-            burst_upstream(bodies) as upstream,
-            record(db, upstream, Path(tmp)) as (proc, port, output),
-        ):
-            sender = threading.Thread(target=send_burst, args=(port, len(bodies), received))
+        with burst_upstream(bodies) as upstream, record(db, upstream, Path(tmp)) as rec:
+            sender = threading.Thread(target=send_burst, args=(rec.port, len(bodies), received))
             start = time.perf_counter()
             sender.start()
             while sender.is_alive():
@@ -62,8 +59,8 @@ def main() -> None:
                 sender.join(0.2)
             sent = time.perf_counter() - start
             behind = journal_bytes(db)
-            proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
-            proc.wait(timeout=3600)
+            rec.proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
+            out = rec.wait(3600)
             drained = time.perf_counter() - start - sent
         calls = json.loads(subprocess.run(
             [sys.executable, "-m", "convtap.cli", "calls", "--db", str(db), "--format", "json"],
@@ -82,11 +79,11 @@ def main() -> None:
     print(f"  recorder rate over the whole burst: {size / (sent + drained):.1f} MB/s "
           f"({(sent + drained) / sent:.2f}x the burst's duration to drain it)")  # fmt: skip
     print(f"  convtap calls: {len(calls)} calls for {len(bodies)} turns, {complete[0]} complete; "
-          f"{flows[0]} flows, {lost[0]} marked as lost; exit {proc.returncode}")  # fmt: skip
+          f"{flows[0]} flows, {lost[0]} marked as lost; exit {rec.proc.returncode}")  # fmt: skip
     ok = exact and len(calls) == complete[0] == len(bodies) and lost[0] == 0
     print("every call recorded, complete, nothing lost" if ok else "LOSS: see above")
     if not ok:
-        print("".join(output)[-2000:])
+        print(out[-2000:])
         sys.exit(1)
 
 

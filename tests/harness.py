@@ -218,13 +218,27 @@ def children(pid: int) -> list[int]:
         return [int(p) for p in handle.read().split()]
 
 
+@dataclass
+class Recording:
+    """A running `convtap record`: its process, its port, and its output, read as it comes (a
+    pipe nobody reads fills up, and a process writing into it then waits: the proxy's traffic
+    with it)."""
+
+    proc: subprocess.Popen[str]
+    port: int
+    lines: list[str]
+    reader: threading.Thread
+
+    def wait(self, timeout: float) -> str:
+        """Its exit (status in `proc.returncode`); all it printed."""
+        self.proc.wait(timeout)
+        self.reader.join(timeout)
+        return "".join(self.lines)
+
+
 @contextmanager
-def record(
-    db: Path, upstream: int, tmp_path: Path
-) -> Iterator[tuple[subprocess.Popen[str], int, list[str]]]:
-    """`convtap record` as a user runs it, in front of `upstream`; yields it, its port and its
-    output lines, read as they come (a pipe nobody reads fills up, and a process writing into it
-    then waits: the proxy's traffic with it). Wait for it with `proc.wait`, not `communicate`."""
+def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[Recording]:
+    """`convtap record` as a user runs it, in front of `upstream`."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "convtap.cli", "record", "--mode",
          f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
@@ -243,7 +257,7 @@ def record(
     reader = threading.Thread(target=lines.extend, args=(proc.stdout,), daemon=True)
     reader.start()
     try:
-        yield proc, port, lines
+        yield Recording(proc, port, lines, reader)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

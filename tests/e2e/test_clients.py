@@ -35,11 +35,11 @@ def clients_python() -> Path:
 def recorded(tmp_path: Path, run: Any) -> tuple[Path, list[dict[str, Any]]]:
     """Run `run(base_url)` against record + mock declared; the capture and the audit."""
     db = tmp_path / "capture.db"
-    with MockServer("declared", seed=5) as mock, record(db, mock.port, tmp_path) as (proc, port, _):
-        run(f"http://127.0.0.1:{port}")
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
-    assert proc.returncode == 0
+    with MockServer("declared", seed=5) as mock, record(db, mock.port, tmp_path) as rec:
+        run(f"http://127.0.0.1:{rec.port}")
+        rec.proc.send_signal(signal.SIGINT)
+        out = rec.wait(120)
+    assert rec.proc.returncode == 0, out[-2000:]
     audit = convtap("audit", "--db", str(db), "--format", "json", "--fail-on", "never")
     return db, json.loads(audit.stdout)["findings"]
 

@@ -61,11 +61,11 @@ def test_a_burst_at_full_speed_loses_nothing(tmp_path: Path) -> None:
     bodies = burst_bodies(60)  # about 18 MB, as fast as loopback goes
     db = tmp_path / "burst.db"
     received: list[bytes] = []
-    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as (proc, port):
-        send_burst(port, len(bodies), received)
-        proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
-        out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-2000:]
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as rec:
+        send_burst(rec.port, len(bodies), received)
+        rec.proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
+        out = rec.wait(300)
+    assert rec.proc.returncode == 0, out[-2000:]
     assert received == bodies  # byte-exact
     assert not journal_dir(db).exists()  # consumed and removed on a clean exit
     assert_holds_what_the_client_got(db, received)
@@ -76,21 +76,21 @@ def test_the_recorder_killed_mid_burst_loses_nothing_after_a_restart(tmp_path: P
     db = tmp_path / "killed.db"
     received: list[bytes] = []
     with burst_upstream(bodies) as upstream:
-        with record(db, upstream, tmp_path) as (proc, port):
-            sender = threading.Thread(target=send_burst, args=(port, len(bodies), received))
+        with record(db, upstream, tmp_path) as rec:
+            sender = threading.Thread(target=send_burst, args=(rec.port, len(bodies), received))
             sender.start()
             assert wait_for(lambda: len(received) >= 5, 60)
-            (recorder,) = children(proc.pid)
+            (recorder,) = children(rec.proc.pid)
             os.kill(recorder, signal.SIGKILL)
-            out, _ = proc.communicate(timeout=60)  # it stops, loudly
+            out = rec.wait(60)  # it stops, loudly
             sender.join(60)
-        assert proc.returncode == 1
+        assert rec.proc.returncode == 1
         assert "recorder process ended" in out
         assert journal_dir(db).exists()  # what was not recorded yet waits on disk
-        with record(db, upstream, tmp_path) as (again, _):  # the restart
-            again.send_signal(signal.SIGINT)
-            out, _ = again.communicate(timeout=300)
-        assert again.returncode == 0, out[-2000:]
+        with record(db, upstream, tmp_path) as again:  # the restart
+            again.proc.send_signal(signal.SIGINT)
+            out = again.wait(300)
+        assert again.proc.returncode == 0, out[-2000:]
     assert not journal_dir(db).exists()
     assert len(received) >= 5
     assert_holds_what_the_client_got(db, received)
@@ -148,11 +148,11 @@ def test_a_full_disk_stops_recording_loudly_and_never_the_traffic(
     bodies = burst_bodies(50)  # 15 MB through a 6 MB disk
     db = small_disk / "capture.db"
     received: list[bytes] = []
-    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as (proc, port):
-        send_burst(port, len(bodies), received)
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as rec:
+        send_burst(rec.port, len(bodies), received)
         assert received == bodies  # every byte, exactly, to the client
         time.sleep(1.5)  # the watcher checks once a second
-        assert proc.poll() is None  # the proxy goes on
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        assert rec.proc.poll() is None  # the proxy goes on
+        rec.proc.send_signal(signal.SIGINT)
+        out = rec.wait(120)
     assert "recording stopped" in out and "No space left on device" in out
