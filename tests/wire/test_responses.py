@@ -118,3 +118,26 @@ def test_import_pairs_outputs_with_calls_by_call_id(tmp_path: Path) -> None:
         assert conn.execute(
             "SELECT call_id, body_call_id FROM tool_returns ORDER BY id"
         ).fetchall()[0] == (None, "fc_68a1b2c3")
+
+
+def test_what_delta_events_append_is_collected_in_the_same_pass() -> None:
+    """The recorder's redaction takes the text of `*.delta` events from the decoder (each event
+    is parsed once); every other event's data, malformed ones included, is kept apart."""
+    item = {"item_id": "fc_1", "output_index": 0}
+    datas = [
+        json.dumps({"type": "response.created", "response": {"id": "r1"}}),
+        json.dumps({"type": "response.output_text.delta", **item, "delta": "my key is s"}),
+        json.dumps({"type": "response.function_call_arguments.delta", **item, "delta": '{"a'}),
+        "{not json",
+        json.dumps({"type": "response.output_text.delta", **item, "delta": 7}),
+        "[DONE]",
+    ]
+    decoder = ResponsesDecoder()
+    events = SSEParser().feed("".join(f"data: {d}\n\n" for d in datas).encode())
+    decoder.feed_all(events, [], collect=True)
+    assert decoder.appended is not None
+    assert decoder.appended.pieces == ["my key is s", '{"a']
+    assert decoder.appended.others == [datas[0], datas[3], datas[4], datas[5]]
+    assert [e["kind"] for e in decoder.errors] == ["malformed-json"]
+    decoder.feed_all(events[:1], [])
+    assert decoder.appended is None  # only when asked

@@ -22,6 +22,7 @@ from typing import Any
 from convtap.record.redact import Redactor, StreamState, find_secrets, hints, value_hints
 from convtap.wire.delta import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
+from convtap.wire.responses import delta_text
 from convtap.wire.sse import SSEEvent, SSEParser, format_event
 from convtap.wire.wsturn import frame_messages
 
@@ -164,7 +165,7 @@ class StreamRedaction:
             redacted = self.redactor.event_text(event.data, scrub, self.state)
             if redacted != event.data:
                 event, value = event._replace(data=redacted), _parsed(redacted)
-            delta = responses_delta(value)
+            delta = delta_text(value)
             if delta is not None:
                 if delta[0] != item:
                     self._close_run(out, run)
@@ -203,30 +204,6 @@ class StreamRedaction:
                     value[holder] = text
                     out[position] = event._replace(data=dumps(value) or event.data)
             start = end
-
-
-def responses_delta(value: object) -> tuple[tuple[object, ...], str] | None:
-    """(the item and part it continues, its text) of a Responses API `*.delta` event (output
-    text, a function call's arguments, ...), which streams text as bare frames do."""
-    if not isinstance(value, dict):
-        return None
-    kind, text = value.get("type"), value.get("delta")
-    if not isinstance(kind, str) or not kind.endswith(".delta") or not isinstance(text, str):
-        return None
-    where = (kind, value.get("item_id"), value.get("output_index"), value.get("content_index"))
-    return where, text
-
-
-def responses_appended(events: list[SSEEvent]) -> Appended:
-    """What a Responses API stream's events append: the text of its `*.delta` events."""
-    appended = Appended([], [], [])
-    for event in events:
-        delta = responses_delta(_parsed(event.data))
-        if delta is None:
-            appended.others.append(event.data)
-        else:
-            appended.pieces.append(delta[1])
-    return appended
 
 
 def _parsed(data: str) -> object:

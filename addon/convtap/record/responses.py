@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.output import Output
-from convtap.record.redact_stream import StreamRedaction, responses_appended
+from convtap.record.redact_stream import StreamRedaction
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import OUTPUTS, ResponsesDecoder, client_calls
 from convtap.wire.sse import SSEParser
@@ -58,10 +58,9 @@ class ResponsesSide:
         text = flow.parser.consumed_text  # the events, and comment lines: kept raw too
         if not text:
             return
-        appended = responses_appended(events)
-        comments = flow.parser.comment_lines
+        flow.decoder.feed_all(events, flow.parser.bad_utf8, collect=True)
+        appended, comments = flow.decoder.appended, flow.parser.comment_lines
         flow.redaction.chunk(at, text, events, self._raw(flow_id), appended, comments)
-        flow.decoder.feed_all(events, flow.parser.bad_utf8)
 
     def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
         return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.wire.bounded import Bounded, Kept
+from convtap.wire.delta import Appended
 from convtap.wire.jsonvalue import loads, loads_or_none
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
@@ -24,6 +25,18 @@ OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_outpu
 MAX_KEPT = 1000  # errors and event types kept
 MAX_ITEMS = 10_000  # output items and argument streams a response may hold
 MAX_DELTAS = 100_000  # argument deltas one call may stream
+
+
+def delta_text(value: object) -> tuple[tuple[object, ...], str] | None:
+    """(the item and part it continues, its text) of a `*.delta` event (output text, a function
+    call's arguments, ...), which streams text as bare frames do; None for any other value."""
+    if not isinstance(value, dict):
+        return None
+    kind, text = value.get("type"), value.get("delta")
+    if not isinstance(kind, str) or not kind.endswith(".delta") or not isinstance(text, str):
+        return None
+    where = (kind, value.get("item_id"), value.get("output_index"), value.get("content_index"))
+    return where, text
 
 
 @dataclass
@@ -36,32 +49,42 @@ class ResponsesDecoder:
     # output_index -> item, item id -> its argument deltas: bounded, like everything kept
     _items: Bounded[int, dict[str, Any]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
     _arguments: Bounded[str, list[str]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
+    appended: Appended | None = None  # what the last `feed_all(collect=True)` appended
 
-    def feed_all(self, events: list[SSEEvent], bad_utf8: list[int]) -> None:
-        """A parser's events, and where among them its bytes were not UTF-8."""
+    def feed_all(self, events: list[SSEEvent], bad_utf8: list[int], collect: bool = False) -> None:
+        """A parser's events, and where among them its bytes were not UTF-8 (with `collect`,
+        what their `*.delta` events append is in `appended` afterwards)."""
         first = self.event_count
+        self.appended = appended = Appended([], [], []) if collect else None
         for event in events:
-            self.feed(event)
+            value = self.feed(event)
+            if appended is not None:
+                delta = delta_text(value)
+                if delta is None:
+                    appended.others.append(event.data)
+                else:
+                    appended.pieces.append(delta[1])
         for position in bad_utf8:
             detail = "bytes that are not UTF-8 (read as U+FFFD)"
             self._error(first + position, "invalid-utf8", detail)
 
-    def feed(self, event: SSEEvent) -> None:
+    def feed(self, event: SSEEvent) -> object:
+        """One event; its data as parsed (None when it is not JSON)."""
         index = self.event_count
         self.event_count += 1
         if event.data == "[DONE]":
-            return
+            return None
         if event.event == OVERSIZED:
             self._error(index, "event-too-large", f"an event of {event.data} bytes, over the limit")
-            return
+            return None
         try:
             obj = loads(event.data)
         except ValueError as exc:
             self._error(index, "malformed-json", f"{event.event} event: {exc}")
-            return
+            return None
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             self._error(index, "unexpected-value", "an event that is not a typed object")
-            return
+            return obj
         kind = obj["type"]
         if kind not in self.event_types and len(self.event_types) < MAX_KEPT:
             self.event_types.append(kind)
@@ -93,6 +116,7 @@ class ResponsesDecoder:
             target = self._item(key, position)
             if target is not None and isinstance(final, str):
                 target["input" if kind.endswith("_input.done") else "arguments"] = final
+        return obj
 
     def whole(self, body: bytes) -> None:
         """A non-streamed answer: one JSON response object."""
