@@ -144,8 +144,11 @@ class DeltaDecoder:
         pending = self._pending
         if pending is None:
             return False
-        values = run.values()
-        if values is None:
+        try:  # one call for the run's strings
+            values = orjson.loads(run.array())
+        except orjson.JSONDecodeError:  # one is not valid (a lone surrogate escape)
+            return False
+        if type(values) is not list or len(values) != run.frames:
             return False
         size = sum(map(len, values))
         if self._pending_size + size > MAX_STRING:
