@@ -1,5 +1,5 @@
 """The tap on a streamed response: each chunk goes to the client unchanged, and a decoded copy
-to the recorder's sink (the journal: mitmproxy-notes §2: the callable is sync, never raises,
+to the recorder's sink, the journal (mitmproxy-notes §2: the callable is sync, never raises,
 returns its input)."""
 
 from __future__ import annotations
