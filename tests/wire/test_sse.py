@@ -126,3 +126,16 @@ def test_the_consumed_text_is_the_consumed_bytes_decoded(chunks: list[bytes]) ->
     for chunk in [*chunks, b"data: \xff\n\n", "data: é🌿\r\n\r\n".encode()]:
         parser.feed(chunk)
         assert parser.consumed_text == parser.consumed.decode("utf-8", "replace")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=64), st.sampled_from([
+    b": ping\n\n", b"data: 1\n: c\n\n", b":\n", b"event: delta\ndata: {\"v\": \"a\"}\n\n",
+    b"\r\n:x\r\n\r\n", b"data: x\n\n",
+])), max_size=20), st.booleans())  # fmt: skip
+def test_the_parser_tells_whether_it_took_in_comment_lines(chunks: list[bytes], runs: bool) -> None:
+    parser = SSEParser()
+    for chunk in chunks:
+        parser.feed_runs(chunk) if runs else parser.feed(chunk)
+        taken = parser.consumed
+        assert parser.comment_lines == (taken[:1] == b":" or b"\n:" in taken)

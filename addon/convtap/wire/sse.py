@@ -122,6 +122,7 @@ class SSEParser:
         "_skipping",
         "_started",
         "bad_utf8",
+        "comment_lines",
         "consumed",
         "consumed_text",
         "max_event",
@@ -132,16 +133,12 @@ class SSEParser:
         self.consumed = b""  # what the last `feed` took in: the text of the events it returned
         self.consumed_text = ""  # the same, decoded (invalid UTF-8 as U+FFFD)
         self.bad_utf8: list[int] = []  # positions, in the last `feed`'s events, of invalid UTF-8
+        self.comment_lines = False  # the last `feed` took in comment lines (`: …`)
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
         self._skipping = -1  # bytes of an oversized event dropped so far (-1: not skipping)
         self._closed = False
-
-    @property
-    def comment_lines(self) -> bool:
-        """Whether the text the last `feed` took in holds comment lines (`: …`)."""
-        return self.consumed[:1] == b":" or b"\n:" in self.consumed
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         events = self._feed(chunk, runs=False)
@@ -156,6 +153,7 @@ class SSEParser:
         if self._closed:
             raise RuntimeError("feed() after close()")
         self.bad_utf8 = []
+        self.comment_lines = False
         self.consumed = b""
         self.consumed_text = ""
         if not chunk:
@@ -268,8 +266,10 @@ class SSEParser:
         `max_event` when not), for the WHATWG steps."""
         parts = _SIMPLE.split(text)
         rest = "".join(parts[0::3])
-        if rest.strip("\n") and any(line[:1] != ":" for line in rest.split("\n") if line):
-            return self._parse_slowly(text.encode() if block is None else block)
+        if rest.strip("\n"):  # comment lines, or lines of other shapes
+            if any(line[:1] != ":" for line in rest.split("\n") if line):
+                return self._parse_slowly(text.encode() if block is None else block)
+            self.comment_lines = True
         datas = parts[2::3]
         if (
             block is not None
@@ -286,6 +286,8 @@ class SSEParser:
         return list(map(tuple.__new__, repeat(SSEEvent), pairs))  # SSEEvents, built in C
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
+        if block[:1] == b":" or b"\n:" in block:
+            self.comment_lines = True
         events: list[SSEEvent] = []
         for piece in block.split(b"\n\n"):
             piece = piece.lstrip(b"\n")
