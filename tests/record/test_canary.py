@@ -188,6 +188,18 @@ def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> Non
     assert rest.encode() not in db.read_bytes()
 
 
+def record_stream(db: Path, path: str, request: bytes, body: bytes, size: int) -> None:
+    """One streamed answer to `POST path` through the recorder, `size` bytes at a time."""
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    stream = (("content-type", "text/event-stream"),)
+    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), request, 1.0))
+    recorder.handle(ResponseStarted("f1", 200, stream))
+    for i in range(0, len(body), size):
+        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
+    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
+    recorder.close()
+
+
 MARKER = 'data: {"type": "message_marker", "marker": "cot_token", "event": "first"}\n\n'
 
 
@@ -213,14 +225,7 @@ def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(
     ]
     body = "".join(frames).encode()
     db = tmp_path / "tiny.db"
-    recorder = LocalRecorder(str(db), redact=True, echo="off")
-    path, stream = "/backend-api/f/conversation", (("content-type", "text/event-stream"),)
-    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
-    recorder.handle(ResponseStarted("f1", 200, stream))
-    for i in range(0, len(body), size):
-        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
-    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
-    recorder.close()
+    record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
     with sqlite3.connect(db) as conn:
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
     assert text.startswith("my key is <redacted:") and text.endswith(" ok")
@@ -254,15 +259,8 @@ def test_a_secret_cut_across_responses_deltas_is_redacted(tmp_path: Path, size: 
     ]  # fmt: skip
     body = "".join(frames).encode()
     db = tmp_path / "responses.db"
-    recorder = LocalRecorder(str(db), redact=True, echo="off")
-    path, stream = "/v1/responses", (("content-type", "text/event-stream"),)
     request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
-    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), request, 1.0))
-    recorder.handle(ResponseStarted("f1", 200, stream))
-    for i in range(0, len(body), size):
-        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
-    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
-    recorder.close()
+    record_stream(db, "/v1/responses", request, body, size)
     raw = db.read_bytes()
     assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
     with sqlite3.connect(db) as conn:
@@ -290,14 +288,7 @@ def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) 
         "data: [DONE]\n\n",
     ]).encode()  # fmt: skip
     db = tmp_path / "comment.db"
-    recorder = LocalRecorder(str(db), redact=True, echo="off")
-    path, stream = "/backend-api/f/conversation", (("content-type", "text/event-stream"),)
-    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
-    recorder.handle(ResponseStarted("f1", 200, stream))
-    for i in range(0, len(body), size):
-        recorder.handle(BodyChunk("f1", body[i : i + size], 1.0))
-    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
-    recorder.close()
+    record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
     assert secret.encode() not in db.read_bytes()
     with sqlite3.connect(db) as conn:
         stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
