@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from mitmproxy import ctx, http
+from mitmproxy.addonmanager import Loader
 
 
 def passthrough(data: bytes) -> bytes:
@@ -20,8 +21,8 @@ class Hooks:
     def __init__(self) -> None:
         self.fd = -1
 
-    def load(self, loader: object) -> None:
-        loader.add_option("bench_write_chunks", str, "", "append each chunk to this file")  # type: ignore[attr-defined]
+    def load(self, loader: Loader) -> None:
+        loader.add_option("bench_write_chunks", str, "", "append each chunk to this file")
 
     def configure(self, updated: set[str]) -> None:
         if "bench_write_chunks" in updated and ctx.options.bench_write_chunks:

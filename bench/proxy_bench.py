@@ -444,8 +444,7 @@ def main() -> None:
                 for v in [*proxies, hooks, floor]:
                     trial = Variant(v.name, v.addon, v.flags)
                     run_cpu_latency(trial, up, args, tmp, n)
-                    with contextlib.suppress(FileNotFoundError):
-                        (tmp / "chunks").unlink()
+                    (tmp / "chunks").unlink(missing_ok=True)
                     v.notes += trial.notes  # every round's database is checked
                     if n == 0 or trial.cpu < v.cpu:
                         v.cpu, v.wall, v.lat, v.bulk = trial.cpu, trial.wall, trial.lat, trial.bulk

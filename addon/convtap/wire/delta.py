@@ -148,7 +148,7 @@ class DeltaDecoder:
             values = orjson.loads(run.array())
         except orjson.JSONDecodeError:  # one is not valid (a lone surrogate escape)
             return False
-        if type(values) is not list or len(values) != run.frames:
+        if len(values) != run.frames:
             return False
         size = sum(map(len, values))
         if self._pending_size + size > MAX_STRING:

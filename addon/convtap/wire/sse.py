@@ -89,11 +89,6 @@ class Frames(Sequence[SSEEvent]):
     def __iter__(self) -> Iterator[SSEEvent]:
         return iter(self.events)
 
-    def __eq__(self, other: object) -> bool:
-        return self.events == (list(other) if isinstance(other, Sequence) else other)
-
-    __hash__ = None  # type: ignore[assignment]
-
     @overload
     def __getitem__(self, index: int) -> SSEEvent: ...
     @overload
@@ -262,8 +257,8 @@ class SSEParser:
         return Frames(parts)
 
     def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent]:
-        """A block's events (`block` is its text's bytes, when known: no larger than
-        `max_event` when not), for the WHATWG steps."""
+        """A block's (or a part of one's) events; `block` is its bytes when the caller has them
+        (a part has none, and is never larger than `max_event`)."""
         parts = _SIMPLE.split(text)
         rest = "".join(parts[0::3])
         if rest.strip("\n"):  # comment lines, or lines of other shapes
