@@ -142,3 +142,26 @@ def test_every_command_is_documented_in_the_readme() -> None:
     assert missing == []
     assert readme.startswith("# convtap\n\n```sh\nmake demo")
     assert "make test" in readme.split("```")[1]
+
+
+LONE_SURROGATES = (
+    'event: delta_encoding\ndata: "v1"\n\n'
+    'event: delta\ndata: {"p": "", "o": "add", "v": {"message": {"id": "m", "author": {"role": '
+    '"assistant"}, "content": {"parts": [""]}}}}\n\n'
+    'event: delta\ndata: {"p": "/message/content/parts/0", "o": "append", "v": "a\\udc00"}\n\n'
+    'event: delta\ndata: {"v": "\\ud800b"}\n\ndata: [DONE]\n\n'
+)
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_decode_writes_a_lone_surrogate_as_its_escape(fmt: str, tmp_path: Path) -> None:
+    """JSON text may carry a lone surrogate (`\\ud800`), UTF-8 cannot: it is written as its
+    escape (it raised at the write, with a traceback)."""
+    body = tmp_path / "lone.sse"
+    body.write_text(LONE_SURROGATES)
+    proc = run("decode", "--format", fmt, str(body))
+    assert proc.returncode == 0, proc.stderr
+    if fmt == "json":
+        assert json.loads(proc.stdout)["messages"][0]["content"]["parts"] == ["a\udc00\ud800b"]
+    else:
+        assert b"a\\udc00\\ud800b" in proc.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -76,6 +77,8 @@ def decode(
 
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a lone surrogate (JSON allows one) as `\udXXX`
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         decode_files(list(files), sys.stdout, fmt=fmt, protocol=protocol, ws_path=ws_path,
                      redact=not no_redact)  # fmt: skip

@@ -65,3 +65,23 @@ def test_the_recorder_goes_on_when_nobody_reads_its_lines(monkeypatch: Any) -> N
     echo("call    local.alefita_way  c2  {}")
     assert pipe.writes == 1
     assert echo_to("off") is None
+
+
+def test_a_lone_surrogate_in_a_stream_is_recorded_and_the_recorder_goes_on(tmp_path: Any) -> None:
+    """JSON text may carry a lone surrogate (`\\ud800`), UTF-8 and so SQLite cannot: the
+    message's JSON keeps it as an escape, its text reads U+FFFD (the write raised, and ended
+    the recorder process)."""
+    import json
+    import sqlite3
+
+    from tests.record.test_canary import record_stream
+    from tests.test_cli import LONE_SURROGATES
+
+    db = tmp_path / "lone.db"
+    record_stream(db, "/backend-api/f/conversation", b"{}", LONE_SURROGATES.encode(), 40)
+    with sqlite3.connect(db) as conn:
+        ((text, stored),) = conn.execute("SELECT text, json FROM messages").fetchall()
+        failures = conn.execute("SELECT failure FROM flows").fetchall()
+    assert text == "a\ufffd\ufffdb"
+    assert json.loads(stored)["content"]["parts"] == ["a\udc00\ud800b"]
+    assert failures == [(None,)]

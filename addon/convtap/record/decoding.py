@@ -48,7 +48,10 @@ class Spool:
     def __init__(self, redact: Redactor) -> None:
         self.redact = redact
         self.file: IO[str] = tempfile.SpooledTemporaryFile(  # noqa: SIM115  (closed with us)
-            SPOOL, mode="w+", encoding="utf-8"
+            SPOOL,
+            mode="w+",
+            encoding="utf-8",
+            errors="surrogatepass",  # JSON allows lone ones
         )
         self.count = 0
 

@@ -33,7 +33,7 @@ from convtap.contract.audit import (
     ResponsesRequest,
 )
 from convtap.contract.returns import Call
-from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.jsonvalue import LONE_SURROGATE, loads_or_none
 
 SCHEMA_VERSION = 2
 DEFAULT_DB = Path("captures") / "capture.db"
@@ -530,6 +530,8 @@ class Writer:
                     conn.execute(statement)
                 if position is not None:
                     conn.execute(_POSITION, (position,))
+        except UnicodeEncodeError:  # a lone surrogate (JSON text may carry one; UTF-8 cannot)
+            self._commit([(kind, table, _writable(row)) for kind, table, row in ops], position)
         except sqlite3.Error as exc:  # a bad row must not stop the recorder: keep the rest
             _raise_if_full(exc, self.path)
             if isinstance(exc, sqlite3.OperationalError) and _NOT_A_ROW.search(str(exc)):
@@ -551,6 +553,11 @@ class Writer:
         if key not in self._sql:
             self._sql[key] = insert_sql(kind, table, columns)
         return self._sql[key]
+
+
+def _writable(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with each lone surrogate in its text as U+FFFD, as invalid UTF-8 is read."""
+    return {k: LONE_SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:

@@ -4,6 +4,7 @@ what orjson refuses but JSON allows) and one canonical dump for stored values.""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -12,6 +13,8 @@ import orjson
 JSON = Any
 MAX_DEPTH = 1024  # orjson's own limit; convtap's walks are made to reach it (RECURSION)
 RECURSION = 10_000  # the interpreter's recursion limit convtap's processes run with
+# A surrogate on its own: JSON text may carry one (`\ud800`), UTF-8 cannot.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def allow_deep_json() -> None:
@@ -49,8 +52,9 @@ def dumps(value: Any) -> str | None:
         return None
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # what orjson refuses (integers beyond 64 bits): the stdlib writes it
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    except TypeError:  # what orjson refuses (big integers, lone surrogates): the stdlib writes
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)  # as JSON escapes
 
 
 def _refuse_constant(name: str) -> None:
