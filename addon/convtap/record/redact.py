@@ -469,13 +469,14 @@ class Redactor:
         while at >= 0:
             starts.append(at + 1)
             at = text.find("\n:", at + 1)
+        lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
+                 for start in starts]  # fmt: skip
+        if not any(hints("\n".join(text[a:b] for a, b in lines))):  # all at once: mostly pings
+            return text
         out: list[str] = []
         done = 0  # the text before this is in `out`
-        for start in starts:
-            end = text.find("\n", start)
-            end = len(text) if end < 0 else end
-            keys, values = hints(text[start:end])
-            if keys or values:
+        for start, end in lines:
+            if any(hints(text[start:end])):
                 out += [text[done:start], f": {self.placeholder(text[start:end])}"]
                 done = end
         return "".join([*out, text[done:]]) if out else text
