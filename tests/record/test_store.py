@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,38 @@ def test_a_new_capture_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Pa
     db = connect(old)
     assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
     db.conn.close()
+
+
+def test_a_full_temporary_directory_does_not_stop_the_writer(tmp_path: Path) -> None:
+    """SQLite puts a statement journal in its temporary directory; the writer keeps it in
+    memory, so a full /var/tmp (here SQLITE_TMPDIR on a full 1 MB tmpfs) loses nothing."""
+    full = tmp_path / "full"
+    full.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (CI runs as root): {mounted.stderr.strip()}")
+    try:
+        with contextlib.suppress(OSError), (full / "fill").open("wb") as fill:
+            while True:
+                fill.write(b"\0" * 65536)
+        script = (
+            "import sys; from convtap.record.store import Writer\n"
+            "w = Writer(sys.argv[1])\n"
+            "for n in range(40):\n"
+            "    w.put('upsert', 'messages', {'id': f'm{n}', 'text': 'x' * 100_000,"
+            " 'json': '{}', 'first_seen_at': 1.0, 'updated_at': 1.0})\n"
+            "w.flush()\n"
+            "w.close()\n"
+        )
+        db = tmp_path / "c.db"
+        env = {**os.environ, "SQLITE_TMPDIR": str(full)}
+        done = subprocess.run([sys.executable, "-c", script, str(db)], env=env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT count(*), sum(length(text)) FROM messages").fetchone() == (
+                40, 4_000_000
+            )
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)

@@ -466,6 +466,11 @@ class Writer:
     def __init__(self, path: Path | str, *, batch: int = 2000, delay: float = 0.05) -> None:
         self.path = Path(path)
         self.db = connect(self.path)
+        # A message's upsert (its triggers) needs a statement journal: in a temporary file by
+        # default, where it wrote ten times the stream's bytes, and where a full temporary
+        # directory (SQLITE_TMPDIR, TMPDIR, /var/tmp) stopped recording as if the capture's own
+        # disk were full. In memory it is bounded by one statement's pages.
+        self.db.conn.execute("PRAGMA temp_store=MEMORY")
         self._ops: list[Op] = []
         self._position: str | None = None
         self._since = 0.0
