@@ -142,8 +142,7 @@ def test_a_full_temporary_directory_does_not_stop_the_writer(tmp_path: Path) -> 
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         with contextlib.closing(sqlite3.connect(db)) as conn:
-            assert conn.execute("SELECT count(*), sum(length(text)) FROM messages").fetchone() == (
-                40, 4_000_000
-            )
+            stored = conn.execute("SELECT count(*), sum(length(text)) FROM messages").fetchone()
+        assert stored == (40, 4_000_000)
     finally:
         subprocess.run(["umount", "-l", str(full)], check=False)
