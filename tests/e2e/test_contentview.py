@@ -139,3 +139,30 @@ def test_the_kept_copy_has_a_bound() -> None:
     assert tap.body() is None and tap(b"more") == b"more" and tap.body() is None
     assert Tap("f", "", lambda data, at: None, lambda flow, exc: None).body() is None  # keep=0
     assert not failures
+
+
+def test_a_lone_surrogate_in_a_stream_is_shown_as_its_escape(tmp_path: Path) -> None:
+    """`{"v": "a\\ud800b"}` is JSON; mitmdump's dumper writes the view as UTF-8, which cannot
+    carry the surrogate: it failed with an addon error (and `-nr` exited 1)."""
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    flow = tflow.tflow(resp=True)
+    flow.request.method, flow.request.path = "POST", "/backend-api/f/conversation"
+    flow.request.content = b'{"action": "next", "conversation_id": "c", "messages": []}'
+    flow.response.headers["content-type"] = "text/event-stream"
+    message = {"id": "m1", "author": {"role": "assistant"}, "status": "in_progress",
+               "content": {"content_type": "text", "parts": [""]}}  # fmt: skip
+    events = [
+        ("delta_encoding", '"v1"'),
+        ("delta", json.dumps({"p": "", "o": "add", "v": {"message": message}})),
+        ("delta", '{"p": "/message/content/parts/0", "o": "append", "v": "a\\ud800b"}'),
+    ]
+    body = "".join(f"event: {name}\ndata: {data}\n\n" for name, data in events) + "data: [DONE]\n\n"
+    flow.response.content = body.encode()
+    flows = tmp_path / "flows.mitm"
+    with flows.open("wb") as handle:
+        io.FlowWriter(handle).add(flow)
+    out = show(flows, tmp_path)
+    assert "── assistant → all · in_progress · m1" in out and "a\\ud800b" in out
+    assert "Traceback" not in out

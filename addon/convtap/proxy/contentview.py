@@ -17,6 +17,7 @@ from mitmproxy import contentviews, http
 
 from convtap.record.decoding import decoded_text
 from convtap.wire.bounded import Bounded
+from convtap.wire.jsonvalue import escape_lone_surrogates
 from convtap.wire.session import endpoint_kind
 from convtap.wire.turn import TurnDecoder, message_text, tool_call
 from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler
@@ -41,9 +42,11 @@ def applies(flow: Any, http_message: Any = None, websocket_message: Any = None) 
 
 
 def render(data: bytes, flow: Any = None, websocket_message: Any = None) -> str:
+    """The view's text; a lone surrogate the stream escaped (`\\ud800`, which JSON allows)
+    stays escaped, since mitmproxy writes the text as UTF-8 (its dumper failed on it)."""
     if websocket_message is None:
-        return decoded_text(data)
-    return _frame(data, flow, websocket_message)
+        return escape_lone_surrogates(decoded_text(data))
+    return escape_lone_surrogates(_frame(data, flow, websocket_message))
 
 
 @dataclass

@@ -54,7 +54,12 @@ def dumps(value: Any) -> str | None:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # what orjson refuses (big integers, lone surrogates): the stdlib writes
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)  # as JSON escapes
+        return escape_lone_surrogates(text)
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """Each lone surrogate as its JSON escape (`\\ud800`): text that UTF-8 can carry."""
+    return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def _refuse_constant(name: str) -> None:
