@@ -159,7 +159,8 @@ def serve(bodies: list[bytes], chunk: int, conn: Connection) -> None:
 
 
 @contextlib.contextmanager
-def upstream(bodies: list[bytes], chunk: int) -> Iterator[int]:
+def upstream(bodies: list[bytes], chunk: int) -> Iterator[tuple[int, int]]:
+    """(port, pid) of the upstream server process."""
     ctx = multiprocessing.get_context("fork")
     here, there = ctx.Pipe()
     proc = ctx.Process(target=serve, args=(bodies, chunk, there), daemon=True)
@@ -167,7 +168,8 @@ def upstream(bodies: list[bytes], chunk: int) -> Iterator[int]:
     try:
         if not here.poll(30):
             raise RuntimeError("the upstream did not start")
-        yield int(here.recv())
+        assert proc.pid is not None
+        yield int(here.recv()), proc.pid
     finally:
         proc.terminate()
         proc.join(5)
@@ -199,6 +201,7 @@ class Variant:
     bulk: Bulk | None = None
     drained: float = 0.0  # seconds from the stream's start until the recorder was idle again
     worker_cpu: float = 0.0
+    others_cpu: float = 0.0  # the client's and the upstream's CPU seconds during the stream
     notes: list[str] = field(default_factory=list)
 
 
@@ -209,9 +212,7 @@ class Proxy:
     db: Path | None
 
     def cpu(self, pid: int | None = None) -> float:
-        text = Path(f"/proc/{pid or self.proc.pid}/stat").read_text()
-        fields = text[text.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
+        return process_cpu(pid or self.proc.pid)
 
     def worker_cpu(self) -> float:
         """CPU seconds of the proxy's child processes (the addon's recorder worker)."""
@@ -238,6 +239,13 @@ class Proxy:
                 return self.cpu()
             last = now
         raise RuntimeError(f"the proxy did not go idle within {limit:.0f} s")
+
+
+def process_cpu(pid: int) -> float:
+    """utime + stime of a process, all its threads (/proc/PID/stat fields 14 and 15)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 @contextlib.contextmanager
@@ -385,8 +393,10 @@ def run_cpu_latency(v: Variant, up: int, args: argparse.Namespace, tmp: Path, n:
         warm = bulk(px.port, bodies, 0, 1)  # one warm-up turn
         before = px.settle()
         worker_before = px.worker_cpu()
+        others = time.process_time() + process_cpu(args.upstream_pid)
         start = time.perf_counter()
         v.bulk = bulk(px.port, bodies, 1, args.mb * 1e6)
+        v.others_cpu = time.process_time() + process_cpu(args.upstream_pid) - others
         v.cpu, v.wall = px.settle(quiet=0.1) - before, v.bulk.seconds
         v.drained = time.perf_counter() - start
         if v.addon:
@@ -435,7 +445,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="proxy_bench-") as tmpdir:
         tmp = Path(tmpdir)
         floor = Variant("floor", flags=(*empty, "--set", f"bench_write_chunks={tmp / 'chunks'}"))
-        with upstream(bodies, args.chunk) as up:
+        with upstream(bodies, args.chunk) as (up, args.upstream_pid):
             bulk(up, bodies, 0, 1)
             direct.bulk = bulk(up, bodies, 1, args.mb * 1e6)
             direct.wall = direct.bulk.seconds
@@ -449,6 +459,7 @@ def main() -> None:
                     if n == 0 or trial.cpu < v.cpu:
                         v.cpu, v.wall, v.lat, v.bulk = trial.cpu, trial.wall, trial.lat, trial.bulk
                         v.drained, v.worker_cpu = trial.drained, trial.worker_cpu
+                        v.others_cpu = trial.others_cpu
             for mb in args.memory:
                 for v in proxies:
                     run_memory(v, up, mb, bodies, tmp)
@@ -545,6 +556,16 @@ def report(
         f" whole body's, since it forwards nothing until the end\n"
         f"recorder rate = the stream's MB over the time from its first byte until the recorder"
         f" process (fed by the journal) was idle again; 'rate' = the proxy's line rate"
+    )
+    # What keeping up would take: the CPU the machine had left while the addon's stream ran.
+    cores = os.cpu_count() or 1
+    left = cores * addon.wall - addon.cpu - addon.others_cpu
+    print(
+        f"the machine while the addon's stream ran ({addon.wall:.2f} s x {cores} CPUs ="
+        f" {cores * addon.wall:.2f} CPU-s): proxy {addon.cpu:.2f}, client and upstream"
+        f" {addon.others_cpu:.2f}, left {left:.2f} CPU-s; to keep up the recorder may take"
+        f" {left / b.megabytes * 1000:.1f} ms of CPU per MB, it took"
+        f" {addon.worker_cpu / b.megabytes * 1000:.1f}"
     )
     print("bounded = addon growth ≤ stream growth + 16 MB; the addon's databases:")
     for note in addon.notes:
