@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,9 @@ from tests.seeds import SSE, user_turn
 STREAM = (("content-type", "text/event-stream"),)
 PATH = "/backend-api/f/conversation"
 BODY = (SSE / "alefita_way_call.sse").read_bytes()
+
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def turn_events(flow: str, at: float) -> list[RecorderEvent]:
@@ -176,3 +181,34 @@ def test_a_recorder_crash_loses_nothing_and_records_nothing_twice(
     consume(crashed)  # the next recorder goes on from what was committed
     assert not journal_dir(crashed).exists()
     assert snapshot(crashed) == expected
+
+
+RECOVER_BIG_CAPTURE = """
+import resource, sys
+from pathlib import Path
+from convtap.record.store import Writer
+from convtap.record.worker import JournalConsumer
+from tests.record.test_journal import consume, interleaved, write_journal
+
+db = Path(sys.argv[1])
+writer = Writer(db)
+body = "x" * 1_000_000
+for n in range(80):  # 80 MB of request bodies, which the audit's replay reads in time order
+    writer.put("upsert", "flows", {"id": f"old-{n}", "kind": "conversation",
+                                   "started_at": float(80 - n), "request_body": body})
+writer.close()
+write_journal(db, interleaved(3))
+consume(db, crash_after=9)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+consumer = JournalConsumer(str(db), redact=True, echo="off")  # recovers: replays the audit
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_recovering_after_a_crash_reads_a_big_capture_in_bounded_memory(tmp_path: Path) -> None:
+    """The writer's connection keeps SQLite's temporary data in memory (its statement journals);
+    the replay after a crash sorts every request body by time, which must not happen there."""
+    done = subprocess.run([sys.executable, "-c", RECOVER_BIG_CAPTURE, str(tmp_path / "c.db")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) < 40  # MB the peak grew by; the sort in memory took 80

@@ -422,6 +422,15 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
     return db
 
 
+def reader_beside(writer: Writer) -> sqlite_utils.Database:
+    """Another connection to the database `writer` writes, for a query that reads much: its sorts
+    spill to temporary files as SQLite's do, where the writer's connection would hold them in
+    memory (its temp_store). Opened by SQLite alone, which keeps the writer's locks (a file this
+    process opened and closed itself would drop them)."""
+    conn = sqlite3.connect(writer.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+    return sqlite_utils.Database(conn)
+
+
 def _check_is_ours(path: Path, *, allow_empty: bool) -> None:
     """Refuse what is not SQLite at all by its first bytes, before SQLite opens it."""
     with path.open("rb") as handle:

@@ -46,7 +46,7 @@ from convtap.record.journal import (
 )
 from convtap.record.recorder import Recorder
 from convtap.record.redact import ClearText, Redactor
-from convtap.record.store import StoreFull, Writer, audit_timeline
+from convtap.record.store import StoreFull, Writer, audit_timeline, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
 from convtap.wire.session import endpoint_kind
 
@@ -269,7 +269,11 @@ class JournalConsumer:
         """Rebuild what the recorder knew at `committed`: the audit's state from the database,
         the open flows' decoding state from the journal, writing nothing twice."""
         auditor = Auditor()
-        replay(auditor, audit_timeline(self.writer.db))
+        reader = reader_beside(self.writer)
+        try:
+            replay(auditor, audit_timeline(reader))
+        finally:
+            reader.conn.close()
         scan = JournalReader(self.directory, low)
         records: list[tuple[RecorderEvent | None, Position]] = []
         last = low
