@@ -173,11 +173,13 @@ def record(
     from mitmproxy.tools.main import mitmdump
 
     from convtap.proxy.addon import FAILURES
+    from convtap.record.journal import JournalError, check_free, journal_dir
     from convtap.record.store import StoreError, check_database
 
     try:
         check_database(db)
-    except StoreError as exc:
+        check_free(journal_dir(db))
+    except (StoreError, JournalError) as exc:
         fail(str(exc))
     if no_redact:
         click.echo("convtap: --no-redact: secrets will be stored in clear", err=True)

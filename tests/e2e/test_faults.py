@@ -8,6 +8,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -166,3 +167,35 @@ def test_a_full_disk_stops_recording_loudly_and_never_the_traffic(
         rec.proc.send_signal(signal.SIGINT)
         out = rec.wait(120)
     assert "recording stopped" in out and "No space left on device" in out
+
+
+def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) -> None:
+    """Two `convtap record` on one database (both default to captures/capture.db) shared its
+    journal, and each took the other's open segment for a crash's torn tail: half the turns
+    were lost, silently. The second is refused before it listens; the first loses nothing."""
+    bodies = burst_bodies(30)
+    db = tmp_path / "shared.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream:
+        with record(db, upstream, tmp_path) as first:
+            sender = threading.Thread(target=send_burst, args=(first.port, len(bodies), received))
+            sender.start()
+            second = subprocess.run(
+                [sys.executable, "-m", "convtap.cli", "record", "--mode",
+                 f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db)],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            sender.join(120)
+            first.proc.send_signal(signal.SIGINT)
+            out = first.wait(300)
+        assert second.returncode == 2 and not second.stdout
+        assert second.stderr.strip().splitlines() == [
+            f"convtap: another convtap is recording into {db} (its journal is in use): give this"
+            " one its own database; `convtap import` merges them later"
+        ]
+        assert first.proc.returncode == 0, out[-2000:]
+        assert received == bodies
+        assert_holds_what_the_client_got(db, received)
+        with record(db, upstream, tmp_path) as later:  # once it is done, the database is free
+            later.proc.send_signal(signal.SIGINT)
+            assert later.wait(60) and later.proc.returncode == 0

@@ -4,6 +4,7 @@ and a recorder crash at any point losing nothing and recording nothing twice."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -18,9 +19,12 @@ from convtap.record.events import (
     ResponseStarted,
 )
 from convtap.record.journal import (
+    JournalError,
     JournalReader,
     JournalWriter,
     Position,
+    check_free,
+    hold,
     journal_dir,
     segment_path,
     segments,
@@ -212,3 +216,27 @@ def test_recovering_after_a_crash_reads_a_big_capture_in_bounded_memory(tmp_path
                           cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout) < 40  # MB the peak grew by; the sort in memory took 80
+
+
+def test_one_proxy_run_holds_a_journal_and_its_recorder_keeps_it(tmp_path: Path) -> None:
+    """Two runs in one journal lost half their traffic (each took the other's open segment for a
+    torn tail): the journal is held by one run, and by its recorder process for as long as it
+    lives (it may catch up after the proxy died)."""
+    directory = journal_dir(tmp_path / "c.db")
+    check_free(directory)  # no journal yet: free, and nothing is made
+    assert not directory.exists()
+    first = hold(directory)
+    with pytest.raises(JournalError, match=r"another convtap is recording into .*c\.db"):
+        hold(directory)
+    with pytest.raises(JournalError):
+        check_free(directory)
+    recorder = subprocess.Popen(["sleep", "60"], pass_fds=(first,))  # inherits the lock
+    try:
+        os.close(first)  # the proxy is gone
+        with pytest.raises(JournalError):
+            hold(directory)
+    finally:
+        recorder.kill()
+        recorder.wait()
+    check_free(directory)  # both gone: the next run may have it
+    os.close(hold(directory))

@@ -24,6 +24,7 @@ torn tail is skipped.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pickle
 import struct
@@ -50,6 +51,57 @@ def journal_dir(db: Path | str) -> Path:
     """Where the journal of a capture lives: beside it."""
     db = Path(db)
     return db.with_name(db.name + ".journal")
+
+
+def hold(directory: Path) -> int:
+    """Make the journal's folder and lock it for one proxy run: the descriptor that holds the
+    lock (an exclusive `flock` of the folder), which the run's recorder process inherits, so
+    that the lock lasts until both are gone. Two runs in one journal would each take the
+    other's segments for torn tails and lose them: a second run is refused with a
+    `JournalError`."""
+    for _ in range(3):  # the folder may be removed under us by a recorder that just finished
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise JournalError(
+                f"cannot make the journal {directory}: {exc.strerror or exc}"
+            ) from exc
+        try:
+            _lock(fd, directory)
+        except JournalError:
+            os.close(fd)
+            raise
+        with contextlib.suppress(OSError):
+            if os.stat(directory).st_ino == os.fstat(fd).st_ino:
+                return fd
+        os.close(fd)  # locked a folder that was removed meanwhile: again
+    raise JournalError(f"cannot lock the journal {directory}: it keeps being removed")
+
+
+def check_free(directory: Path) -> None:
+    """Refuse, with a `JournalError`, a journal another proxy run holds (changes nothing)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # no journal (or none we could lock either): `hold` says what is wrong
+    try:
+        _lock(fd, directory)
+    finally:
+        os.close(fd)
+
+
+def _lock(fd: int, directory: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise JournalError(
+            f"another convtap is recording into {directory.with_suffix('')} (its journal is in"
+            " use): give this one its own database; `convtap import` merges them later"
+        ) from None
 
 
 def segments(directory: Path) -> list[int]:

@@ -40,6 +40,7 @@ from convtap.record.journal import (
     JournalWriter,
     Position,
     disk_usage,
+    hold,
     journal_dir,
     segment_path,
     segments,
@@ -104,16 +105,23 @@ class JournalBackend:
 
     def __init__(self, db: str, *, redact: bool = True, echo: str = "log") -> None:
         self.db = Path(db)
-        self.journal = JournalWriter(journal_dir(self.db))
-        args = [sys.executable, "-m", "convtap.record.worker", db, "--echo", echo]
-        if not redact:
-            args.append("--no-redact")
-        # The package's own folder first: mitmproxy may have loaded it from a checkout.
-        source = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
-        # stdin stays open while the proxy lives: its end tells the recorder the proxy is gone.
-        self.process = subprocess.Popen(args, stdin=subprocess.PIPE,
-                                        env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+        self.lock = hold(journal_dir(self.db))  # this run's alone, until it and its recorder end
+        try:
+            self.journal = JournalWriter(journal_dir(self.db))
+            args = [sys.executable, "-m", "convtap.record.worker", db, "--echo", echo]
+            if not redact:
+                args.append("--no-redact")
+            # The package's own folder first: mitmproxy may have loaded it from a checkout.
+            source = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
+            # stdin stays open while the proxy lives: its end tells the recorder the proxy is
+            # gone. The lock's descriptor goes with it: a recorder still catching up after the
+            # proxy died keeps the journal from a new run.
+            self.process = subprocess.Popen(args, stdin=subprocess.PIPE, pass_fds=(self.lock,),
+                                            env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+        except BaseException:
+            os.close(self.lock)
+            raise
 
     def handle(self, event: RecorderEvent) -> None:
         self.journal.append(event)
@@ -164,6 +172,9 @@ class JournalBackend:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+        if self.lock >= 0:  # the journal is free for another run
+            os.close(self.lock)
+            self.lock = -1
 
 
 class JournalConsumer:
