@@ -165,3 +165,42 @@ def test_decode_writes_a_lone_surrogate_as_its_escape(fmt: str, tmp_path: Path) 
         assert json.loads(proc.stdout)["messages"][0]["content"]["parts"] == ["a\udc00\ud800b"]
     else:
         assert b"a\\udc00\\ud800b" in proc.stdout
+
+
+def test_traffic_left_in_the_journal_is_said_and_caught_up(tmp_path: Path) -> None:
+    """A recording that stopped before its recorder had taken everything leaves the rest in the
+    journal: the commands that read the capture say so, and `record --catch-up` records it."""
+    import os
+
+    from convtap.record.journal import hold, journal_dir
+
+    from tests.record.test_journal import consume, interleaved, snapshot, write_journal
+
+    whole, db = tmp_path / "whole.db", tmp_path / "c.db"
+    for path in (whole, db):
+        write_journal(path, interleaved(3))
+    consume(whole)
+    consume(db, crash_after=9)  # the recorder died: part recorded, the rest in the journal
+    lock = hold(journal_dir(db))  # as if a recording held it, catching up
+    try:
+        ran = convtap("calls", "--db", str(db))
+        assert ran.returncode == 0
+        assert "of traffic is still being recorded into" in ran.stderr
+        refused = convtap("record", "--catch-up", "--db", str(db))
+        assert refused.returncode == 2 and "another convtap is recording into" in refused.stderr
+    finally:
+        os.close(lock)
+    for command in ("calls", "audit", "report"):
+        ran = convtap(command, "--db", str(db))
+        assert ran.stderr.count("\n") == 1, ran.stderr
+        assert "was not recorded into it (its recording stopped first): `convtap record" in (
+            ran.stderr
+        )
+    caught = convtap("record", "--catch-up", "--db", str(db))
+    assert caught.returncode == 0, caught.stderr
+    assert f"recorded what the journal beside {db} held" in caught.stdout
+    assert not journal_dir(db).exists()
+    assert snapshot(db) == snapshot(whole)  # nothing lost, nothing twice
+    assert convtap("calls", "--db", str(db)).stderr == ""
+    again = convtap("record", "--catch-up", "--db", str(db))
+    assert again.returncode == 0 and "nothing to catch up" in again.stdout

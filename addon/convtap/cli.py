@@ -36,6 +36,28 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def say_unrecorded(db: Path) -> None:
+    """One line on stderr when traffic captured for `db` is not in it yet (in its journal):
+    what a command shows of it may miss that traffic."""
+    from convtap.record.capture import unrecorded
+    from convtap.record.store import StoreError
+
+    try:
+        left = unrecorded(db)
+    except (StoreError, OSError):
+        return
+    if left is None:
+        return
+    size = f"{left.bytes / 1e6:.1f} MB" if left.bytes >= 100_000 else f"{left.bytes:,} bytes"
+    if left.recording:
+        click.echo(f"convtap: {size} of traffic is still being recorded into {db} (its recorder"
+                   " is catching up): this may miss it", err=True)  # fmt: skip
+    else:
+        click.echo(f"convtap: {size} of traffic captured for {db} was not recorded into it (its"
+                   f" recording stopped first): `convtap record --catch-up --db {db}` records it",
+                   err=True)  # fmt: skip
+
+
 @main.command()
 @click.option(
     "--format",
@@ -152,6 +174,11 @@ def schemas(check: bool, directory: Path) -> None:
     metavar="NAME=VALUE",
     help="Any other mitmproxy option (confdir, ssl_insecure, ...); repeatable.",
 )
+@click.option(
+    "--catch-up",
+    is_flag=True,
+    help="No proxy: record what a stopped recording left in the journal beside --db, then exit.",
+)
 def record(
     mode: str,
     listen_host: str,
@@ -159,6 +186,7 @@ def record(
     db: Path,
     no_redact: bool,
     settings: tuple[str, ...],
+    catch_up: bool,
 ) -> None:
     """Run the proxy and record every turn, tool call and tool return into --db.
 
@@ -169,18 +197,26 @@ def record(
     Example:
       convtap record                                   # regular proxy on 127.0.0.1:8080
       convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
+      convtap record --catch-up      # after a crash: record what the journal still holds
     """
     from mitmproxy.tools.main import mitmdump
 
     from convtap.proxy.addon import FAILURES
     from convtap.record.journal import JournalError, check_free, journal_dir
     from convtap.record.store import StoreError, check_database
+    from convtap.record.worker import catch_up as record_journal
 
     try:
         check_database(db)
         check_free(journal_dir(db))
+        if catch_up:
+            found = record_journal(db, redact=not no_redact, echo="stdout")
     except (StoreError, JournalError) as exc:
         fail(str(exc))
+    if catch_up:
+        click.echo(f"recorded what the journal beside {db} held" if found
+                   else f"nothing to catch up: no journal beside {db}")  # fmt: skip
+        return
     if no_redact:
         click.echo("convtap: --no-redact: secrets will be stored in clear", err=True)
     args = ["--mode", mode, "--listen-host", listen_host, "--listen-port", str(listen_port),
@@ -276,6 +312,7 @@ def export(db: Path, output: Path, shape_only: bool) -> None:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
+    say_unrecorded(db)
     click.echo(f"exported {count} flows into {output}" + (" (shape only)" if shape_only else ""))
 
 
@@ -315,6 +352,7 @@ def calls(db: Path, fmt: str) -> None:
         rows = ledger(db)
     except StoreError as exc:
         fail(str(exc))
+    say_unrecorded(db)
     if fmt == "json":
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
@@ -391,6 +429,7 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
         result = audit_capture(db, set(rules) or None)
     except StoreError as exc:
         fail(str(exc))
+    say_unrecorded(db)
     output = render(result, fmt, str(db))
     if output:
         click.echo(output)
@@ -490,6 +529,8 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
         shapes = [capture_shapes(path) for path in captures]
     except (CaptureError, StoreError) as exc:
         fail(str(exc))
+    for path in captures:
+        say_unrecorded(path)
     if against_schemas:
         changes = drift(shapes[0])
         title = f"{captures[0]} against the models in schemas/"
@@ -629,6 +670,7 @@ def report(db: Path, output: Path | None) -> None:
         path = write_report(db, output or report_path(db))
     except (StoreError, ReportError) as exc:
         fail(str(exc))
+    say_unrecorded(db)
     click.echo(str(path))
 
 

@@ -82,7 +82,10 @@ def test_a_burst_at_full_speed_loses_nothing(tmp_path: Path) -> None:
     assert_holds_what_the_client_got(db, received)
 
 
-def test_the_recorder_killed_mid_burst_loses_nothing_after_a_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("again", ["record", "record --catch-up"])
+def test_the_recorder_killed_mid_burst_loses_nothing_after_a_restart(
+    tmp_path: Path, again: str
+) -> None:
     bodies = burst_bodies(40)
     db = tmp_path / "killed.db"
     received: list[bytes] = []
@@ -98,10 +101,16 @@ def test_the_recorder_killed_mid_burst_loses_nothing_after_a_restart(tmp_path: P
         assert rec.proc.returncode == 1
         assert "recorder process ended" in out
         assert journal_dir(db).exists()  # what was not recorded yet waits on disk
-        with record(db, upstream, tmp_path) as again:  # the restart
-            again.proc.send_signal(signal.SIGINT)
-            out = again.wait(300)
-        assert again.proc.returncode == 0, out[-2000:]
+        if again == "record":
+            with record(db, upstream, tmp_path) as restart:
+                restart.proc.send_signal(signal.SIGINT)
+                out = restart.wait(300)
+            assert restart.proc.returncode == 0, out[-2000:]
+        else:  # no proxy: the journal alone
+            command = [sys.executable, "-m", "convtap.cli", "record", "--catch-up", "--db", str(db)]
+            caught = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            assert caught.returncode == 0, caught.stderr[-2000:]
+            assert f"recorded what the journal beside {db} held" in caught.stdout
     assert not journal_dir(db).exists()
     assert len(received) >= 5
     assert_holds_what_the_client_got(db, received)

@@ -13,6 +13,7 @@ from typing import Any
 
 from convtap.contract.audit import AuditResult, audit
 from convtap.contract.registry import Finding
+from convtap.record.journal import JournalError, Position, check_free, journal_dir, unconsumed
 from convtap.record.readers import DATABASES, CaptureError, import_file
 from convtap.record.store import (
     StoreError,
@@ -21,6 +22,7 @@ from convtap.record.store import (
     connect,
     count_calls,
     flow_ids,
+    journal_position,
     open_readonly,
     replace_findings,
     writable,
@@ -106,6 +108,35 @@ def finding_row(finding: Finding, at: float) -> dict[str, Any]:
     row["evidence"] = dumps(row["evidence"])
     row["created_at"] = at
     return row
+
+
+@dataclass
+class Unrecorded:
+    """Traffic journaled beside a capture that is not in it yet."""
+
+    bytes: int
+    recording: bool  # a recording holds the journal (it is catching up), else it stopped
+
+
+def unrecorded(path: Path) -> Unrecorded | None:
+    """What the journal beside a capture holds beyond what its recorder committed, if any.
+    Changes nothing (the capture is read read-only; the journal's lock is only tried)."""
+    directory = journal_dir(path)
+    if not directory.is_dir():
+        return None
+    db = open_readonly(path)
+    try:
+        committed = Position.parse((journal_position(db) or "").partition(";")[0])
+    finally:
+        db.conn.close()
+    left = unconsumed(directory, committed)
+    if left == 0:
+        return None
+    try:
+        check_free(directory)
+    except JournalError:
+        return Unrecorded(left, recording=True)
+    return Unrecorded(left, recording=False)
 
 
 def ledger(path: Path) -> list[dict[str, Any]]:

@@ -104,6 +104,17 @@ def _lock(fd: int, directory: Path) -> None:
         ) from None
 
 
+def unconsumed(directory: Path, position: Position) -> int:
+    """Bytes of journal from `position` (what a recorder committed) to its end."""
+    total = 0
+    for number in segments(directory):
+        if number >= position.segment:
+            with contextlib.suppress(OSError):
+                size = segment_path(directory, number).stat().st_size
+                total += max(size - position.offset, 0) if number == position.segment else size
+    return total
+
+
 def segments(directory: Path) -> list[int]:
     """The numbers of the segments present, oldest first."""
     if not directory.is_dir():

@@ -422,6 +422,12 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
     return db
 
 
+def journal_position(db: sqlite_utils.Database) -> str | None:
+    """Where the recorder has committed its journal up to (`committed;low`), if it has."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()
+    return str(row[0]) if row else None
+
+
 def reader_beside(writer: Writer) -> sqlite_utils.Database:
     """Another connection to the database `writer` writes, for a query that reads much: its sorts
     spill to temporary files as SQLite's do, where the writer's connection would hold them in
@@ -528,8 +534,7 @@ class Writer:
             self.db.conn.close()
 
     def journal_position(self) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()
-        return str(row[0]) if row else None
+        return journal_position(self.db)
 
     def _commit(self, ops: list[Op], position: str | None) -> None:
         # BEGIN IMMEDIATE: the write lock is waited for (up to BUSY_TIMEOUT) before anything is

@@ -322,6 +322,25 @@ class JournalConsumer:
         self.open = starts
 
 
+def catch_up(db: Path, *, redact: bool, echo: str) -> bool:
+    """Record what a stopped recording left in the journal beside `db` (its proxy and recorder
+    gone), then remove the journal; False when there was none. Refused with a `JournalError`
+    while a recording holds it."""
+    directory = journal_dir(db)
+    if not directory.is_dir():
+        return False
+    lock = hold(directory)
+    try:
+        consumer = JournalConsumer(str(db), redact=redact, echo=echo)
+        try:
+            consumer.run(lambda timeout: True)  # no proxy: read to the end, torn tail and all
+        finally:
+            consumer.close()
+    finally:
+        os.close(lock)
+    return True
+
+
 def _positions(text: str | None) -> tuple[Position, Position]:
     """(where to read on, the low-water mark) as committed."""
     if not text:
