@@ -196,11 +196,14 @@ def test_traffic_left_in_the_journal_is_said_and_caught_up(tmp_path: Path) -> No
         assert "was not recorded into it (its recording stopped first): `convtap record" in (
             ran.stderr
         )
+    refused = convtap("reprocess", "--db", str(db))  # it would rebuild without that traffic
+    assert refused.returncode == 2 and f"convtap record --catch-up --db {db}" in refused.stderr
     caught = convtap("record", "--catch-up", "--db", str(db))
     assert caught.returncode == 0, caught.stderr
     assert f"recorded what the journal beside {db} held" in caught.stdout
     assert not journal_dir(db).exists()
     assert snapshot(db) == snapshot(whole)  # nothing lost, nothing twice
     assert convtap("calls", "--db", str(db)).stderr == ""
+    assert convtap("reprocess", "--db", str(db)).returncode == 0
     again = convtap("record", "--catch-up", "--db", str(db))
     assert again.returncode == 0 and "nothing to catch up" in again.stdout

@@ -41,7 +41,8 @@ def reprocess_db(path: Path) -> int:
     journal = journal_dir(path)
     if journal.exists():
         raise StoreError(f"a recorder is writing into {path}, or left its journal {journal} to "
-                         "finish (run convtap record on it again): stop it first")  # fmt: skip
+                         f"finish (`convtap record --catch-up --db {path}` records it): stop it "
+                         "first")  # fmt: skip
     db = connect(path, create=False)
     clear_derived(db)
     db.conn.close()
