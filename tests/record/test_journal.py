@@ -240,3 +240,27 @@ def test_one_proxy_run_holds_a_journal_and_its_recorder_keeps_it(tmp_path: Path)
         recorder.wait()
     check_free(directory)  # both gone: the next run may have it
     os.close(hold(directory))
+
+
+def test_a_damaged_record_costs_only_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes that are not an event (bit rot, a bad disk) in the middle of a segment: that record
+    is skipped and counted, the recorder goes on with every other."""
+    events = interleaved(3)
+    whole, damaged = tmp_path / "whole.db", tmp_path / "damaged.db"
+    write_journal(whole, events, segment_bytes=1 << 20)
+    write_journal(damaged, events, segment_bytes=1 << 20)
+    segment = segment_path(journal_dir(damaged), segments(journal_dir(damaged))[0])
+    data = bytearray(segment.read_bytes())
+    pickled = data.find(b"\x80\x05")  # the first pickled record: a RequestSeen
+    data[pickled + 2 : pickled + 40] = b"\xff" * 38
+    segment.write_bytes(bytes(data))
+    consume(whole)
+    consume(damaged)
+    assert "1 damaged record(s) of the journal" in capsys.readouterr().err
+    assert not journal_dir(damaged).exists()
+    flows = rows(damaged, "SELECT id FROM flows ORDER BY id")
+    assert len(flows) == len(rows(whole, "SELECT id FROM flows")) - 1  # that flow's request
+    events_kept = rows(damaged, "SELECT count(*) FROM events")[0][0]
+    assert events_kept > 0

@@ -141,12 +141,18 @@ def encode_parts(event: RecorderEvent) -> tuple[bytes, ...]:
 
 
 def decode(kind: int, payload: bytes) -> RecorderEvent:
-    if kind == CHUNK:
-        size, at = _CHUNK.unpack_from(payload)
-        start = _CHUNK.size
-        flow = payload[start : start + size].decode()
-        return BodyChunk(flow, payload[start + size :], at)
-    event: RecorderEvent = pickle.loads(payload)
+    """A record's event; a `JournalError` when its bytes are not one (damaged on disk)."""
+    try:
+        if kind == CHUNK:
+            size, at = _CHUNK.unpack_from(payload)
+            start = _CHUNK.size
+            flow = payload[start : start + size].decode()
+            return BodyChunk(flow, payload[start + size :], at)
+        event = pickle.loads(payload)
+    except Exception as exc:  # whatever unpickling garbage raises
+        raise JournalError(f"a damaged record ({type(exc).__name__}: {exc})") from None
+    if not isinstance(event, RecorderEvent):
+        raise JournalError(f"a damaged record (a {type(event).__name__}, not an event)")
     return event
 
 
@@ -283,6 +289,7 @@ class JournalReader:
         self.directory = directory
         self.position = position
         self.closed = False
+        self.damaged = 0  # records skipped because their bytes were not an event
         self._handle: tuple[int, BinaryIO] | None = None  # the open segment
 
     def read(
@@ -319,8 +326,13 @@ class JournalReader:
                 self.closed = True
                 return
             self.position = Position(self.position.segment, end)
+            try:
+                event = None if kind == RUN else decode(kind, payload)
+            except JournalError:  # one damaged record costs only itself
+                self.damaged += 1
+                continue
             produced += 1
-            yield (None if kind == RUN else decode(kind, payload)), self.position
+            yield event, self.position
 
     def _next_record(self) -> tuple[int, bytes, int] | None:
         handle = self._file()

@@ -225,6 +225,9 @@ class JournalConsumer:
         self.writer.mark(_text(self.position, self.position))
         self.writer.close()
         self.reader.release()
+        if self.reader.damaged:
+            print(f"convtap: {self.reader.damaged} damaged record(s) of the journal"
+                  f" {self.directory} were skipped", file=sys.stderr, flush=True)  # fmt: skip
         if self.reader.closed or not segments(self.directory):
             shutil.rmtree(self.directory, ignore_errors=True)
         else:
