@@ -208,3 +208,44 @@ def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) ->
         with record(db, upstream, tmp_path) as later:  # once it is done, the database is free
             later.proc.send_signal(signal.SIGINT)
             assert later.wait(60) and later.proc.returncode == 0
+
+
+def test_the_proxy_goes_on_when_the_reader_of_its_output_goes_away(tmp_path: Path) -> None:
+    """`convtap record | head`: mitmproxy exits the process when it cannot write a log line, so
+    the proxy's next warning (here: the recorder, stopped, falls 64 MB behind) cut every
+    client's traffic. Now the lines go nowhere and the traffic goes on, all of it recorded."""
+    bodies = burst_bodies(300)  # 90 MB: past the 64 MB of lag that is reported
+    db = tmp_path / "headless.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream:
+        read, write = os.pipe()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "convtap.cli", "record", "--mode",
+             f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
+             "--set", f"confdir={tmp_path / 'conf'}"],
+            stdout=write, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        os.close(write)
+        try:
+            banner = b""
+            while (found := re.search(rb"listening at 127\.0\.0\.1:(\d+)", banner)) is None:
+                got = os.read(read, 4096)
+                assert got, banner
+                banner += got
+            os.close(read)  # `| head` is done reading
+            (recorder,) = children(proc.pid)
+            os.kill(recorder, signal.SIGSTOP)
+            try:
+                send_burst(int(found.group(1)), len(bodies), received)
+                time.sleep(1.5)  # the watcher says how far behind the recorder is once a second
+                assert proc.poll() is None  # the proxy goes on
+            finally:
+                os.kill(recorder, signal.SIGCONT)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(300) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert received == bodies
+    assert_holds_what_the_client_got(db, received)
