@@ -184,12 +184,12 @@ def burst_upstream(bodies: list[bytes], chunk: int = 16384) -> Iterator[int]:
         server.server_close()
 
 
-def send_burst(port: int, count: int, received: list[bytes]) -> None:
-    """POST turns 0..count-1 one after the other on one connection, each read whole; what each
-    got goes into `received` (a turn cut short, by a proxy that died, ends the burst)."""
+def send_burst(port: int, count: int, received: list[bytes], first: int = 0) -> None:
+    """POST turns first..first+count-1 one after the other on one connection, each read whole;
+    what each got goes into `received` (a turn cut short, by a proxy that died, ends the burst)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        for n in range(count):
+        for n in range(first, first + count):
             conn.request("POST", BURST_PATH, body=json.dumps({"n": n, "action": "next"}),
                          headers={"content-type": "application/json"})  # fmt: skip
             response = conn.getresponse()

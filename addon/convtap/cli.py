@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import sys
 import time
 from importlib import resources
@@ -36,38 +34,6 @@ def fail(message: str) -> NoReturn:
     """Bad input or usage: one line on stderr, exit 2."""
     click.echo(f"convtap: {message}", err=True)
     sys.exit(2)
-
-
-class OutputThatMayGo:
-    """The proxy's stdout, where mitmproxy writes its log lines, for a reader that may go away
-    (`convtap record | head`): mitmproxy exits the process when it cannot write a line, which
-    cut every client's traffic at the next warning (the recorder falling behind). Once the
-    reader is gone, what is written goes to /dev/null instead, and the proxy goes on."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return int(self.stream.write(text))
-        except OSError:
-            self._gone()
-            return len(text)
-
-    def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except OSError:
-            self._gone()
-
-    def _gone(self) -> None:
-        with contextlib.suppress(OSError, ValueError):  # no descriptor: each write is dropped
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self.stream.fileno())  # what is still buffered goes there too
-            os.close(null)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
 
 
 def say_unrecorded(db: Path) -> None:
@@ -236,6 +202,7 @@ def record(
     from mitmproxy.tools.main import mitmdump
 
     from convtap.proxy.addon import FAILURES
+    from convtap.proxy.output import Output
     from convtap.record.journal import JournalError, check_free, journal_dir
     from convtap.record.store import StoreError, check_database
     from convtap.record.worker import catch_up as record_journal
@@ -260,8 +227,11 @@ def record(
             "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
     for setting in settings:
         args += ["--set", setting]
-    sys.stdout = OutputThatMayGo(sys.stdout)  # mitmproxy's log lines go there: see the class
+    sys.stdout = output = Output(sys.stdout)  # mitmproxy's lines never hold up the traffic
     mitmdump(args)
+    if output.dropped:
+        click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"
+                   " reader was too slow", err=True)  # fmt: skip
     if FAILURES:
         click.echo(f"convtap: {FAILURES[0]}", err=True)
         sys.exit(1)

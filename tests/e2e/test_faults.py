@@ -3,12 +3,14 @@ recorder process mid-burst, a full disk. What reached the client is what the dat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import sqlite3
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -210,42 +212,74 @@ def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) ->
             assert later.wait(60) and later.proc.returncode == 0
 
 
-def test_the_proxy_goes_on_when_the_reader_of_its_output_goes_away(tmp_path: Path) -> None:
-    """`convtap record | head`: mitmproxy exits the process when it cannot write a log line, so
-    the proxy's next warning (here: the recorder, stopped, falls 64 MB behind) cut every
-    client's traffic. Now the lines go nowhere and the traffic goes on, all of it recorded."""
+def drain(fd: int) -> None:
+    """Read a pipe or a terminal until its writers are gone."""
+    with contextlib.suppress(OSError):  # a terminal's reader gets EIO then
+        while os.read(fd, 65536):
+            pass
+
+
+@pytest.mark.parametrize("reader", ["gone", "stalled"])
+def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
+    tmp_path: Path, reader: str
+) -> None:
+    """`convtap record | head` (gone): mitmproxy exits the process when it cannot write a log
+    line, so the proxy's next warning (here: the recorder, stopped, falls 64 MB behind) cut every
+    client's traffic. A reader that stops reading (a paused terminal, a full pipe: stalled)
+    held it up at that line. Now the lines wait apart or go nowhere, and the traffic goes on,
+    all of it recorded."""
     bodies = burst_bodies(300)  # 90 MB: past the 64 MB of lag that is reported
     db = tmp_path / "headless.db"
     received: list[bytes] = []
     with burst_upstream(bodies) as upstream:
-        read, write = os.pipe()
+        # stalled: a terminal whose output is paused (Ctrl-S), where each line is written at once
+        read, write = os.pipe() if reader == "gone" else os.openpty()
         proc = subprocess.Popen(
             [sys.executable, "-m", "convtap.cli", "record", "--mode",
              f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
              "--set", f"confdir={tmp_path / 'conf'}"],
             stdout=write, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        os.close(write)
+        drained = threading.Thread(target=drain, args=(read,))
         try:
             banner = b""
             while (found := re.search(rb"listening at 127\.0\.0\.1:(\d+)", banner)) is None:
                 got = os.read(read, 4096)
                 assert got, banner
                 banner += got
-            os.close(read)  # `| head` is done reading
+            if reader == "gone":
+                os.close(read)  # `| head` is done reading
+                os.close(write)
+            else:  # Ctrl-S, and the terminal's buffer full: the next line written waits
+                termios.tcflow(write, termios.TCOOFF)
+                # filled through a description of its own: the proxy's stays blocking
+                filler = os.open(os.ttyname(write), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+                with contextlib.suppress(BlockingIOError):
+                    while True:
+                        os.write(filler, b"." * 1024)
+                os.close(filler)
             (recorder,) = children(proc.pid)
             os.kill(recorder, signal.SIGSTOP)
             try:
-                send_burst(int(found.group(1)), len(bodies), received)
+                port = int(found.group(1))
+                send_burst(port, len(bodies) - 1, received)
                 time.sleep(1.5)  # the watcher says how far behind the recorder is once a second
-                assert proc.poll() is None  # the proxy goes on
+                more: list[bytes] = []
+                send_burst(port, 1, more, first=len(bodies) - 1)  # the proxy goes on, at once
+                received += more
             finally:
                 os.kill(recorder, signal.SIGCONT)
+            if reader == "stalled":
+                termios.tcflow(write, termios.TCOON)  # Ctrl-Q
+                os.close(write)
+                drained.start()
             proc.send_signal(signal.SIGINT)
             assert proc.wait(300) == 0
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            if drained.is_alive():
+                drained.join(30)
     assert received == bodies
     assert_holds_what_the_client_got(db, received)
