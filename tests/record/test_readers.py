@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 from convtap.record.readers import read_flows
 from mitmproxy import io
 
@@ -130,3 +132,29 @@ def test_captures_merge_by_importing_one_database_into_another(tmp_path: Path) -
     assert itself.stderr.strip().splitlines() == [
         f"convtap: {team_b} is the database it would be imported into"
     ]
+
+
+def test_no_recording_starts_into_a_capture_being_reprocessed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convtap.record import replay
+    from convtap.record.journal import JournalError, check_free, journal_dir
+
+    har = tmp_path / "session.har"
+    har.write_text(json.dumps(call_and_return_har()))
+    db = tmp_path / "capture.db"
+    convtap("import", str(har), "--db", str(db))
+    refused: list[str] = []
+    rebuild = replay.replay_db
+
+    def meanwhile(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        try:  # what `convtap record` checks before it listens
+            check_free(journal_dir(db))
+        except JournalError as exc:
+            refused.append(str(exc))
+        return rebuild(*args, **kwargs)
+
+    monkeypatch.setattr(replay, "replay_db", meanwhile)
+    assert convtap("reprocess", "--db", str(db)).returncode == 0
+    assert refused and "another convtap is recording into" in refused[0]
+    assert not journal_dir(db).exists()  # and nothing is left beside it

@@ -8,7 +8,9 @@ order. Flows are streamed one at a time, never loaded whole.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from convtap.record.events import (
     WebSocketEnded,
     WebSocketMessage,
 )
-from convtap.record.journal import journal_dir
+from convtap.record.journal import JournalError, hold, journal_dir
 from convtap.record.recorder import STREAMED_KINDS, Recorder, is_event_stream
 from convtap.record.redact import ClearText
 from convtap.record.store import (
@@ -44,15 +46,25 @@ def reprocess_db(path: Path) -> int:
                          f"finish (`convtap record --catch-up --db {path}` records it): stop it "
                          "first")  # fmt: skip
     db = connect(path, create=False)
-    clear_derived(db)
-    db.conn.close()
-    writer = Writer(path)
-    recorder = Recorder(writer, ClearText())
     try:
-        count, _ = replay_db(path, recorder.handle)
-        recorder.close()
+        lock = hold(journal)  # no recording starts into it meanwhile
+    except JournalError as exc:
+        db.conn.close()
+        raise StoreError(str(exc)) from None
+    try:
+        clear_derived(db)
+        db.conn.close()
+        writer = Writer(path)
+        recorder = Recorder(writer, ClearText())
+        try:
+            count, _ = replay_db(path, recorder.handle)
+            recorder.close()
+        finally:
+            writer.close()
     finally:
-        writer.close()
+        with contextlib.suppress(OSError):
+            journal.rmdir()  # made empty by `hold`
+        os.close(lock)
     return count
 
 
