@@ -367,11 +367,4 @@ class JournalReader:
 
     def remaining(self) -> int:
         """Bytes written after the position (what the recorder still has to read)."""
-        total = 0
-        for number in segments(self.directory):
-            if number < self.position.segment:
-                continue
-            with contextlib.suppress(OSError):
-                size = segment_path(self.directory, number).stat().st_size
-                total += size - (self.position.offset if number == self.position.segment else 0)
-        return max(total, 0)
+        return unconsumed(self.directory, self.position)
