@@ -207,3 +207,6 @@ def test_traffic_left_in_the_journal_is_said_and_caught_up(tmp_path: Path) -> No
     assert convtap("reprocess", "--db", str(db)).returncode == 0
     again = convtap("record", "--catch-up", "--db", str(db))
     assert again.returncode == 0 and "nothing to catch up" in again.stdout
+    fresh = tmp_path / "fresh.db"
+    assert "nothing to catch up" in convtap("record", "--catch-up", "--db", str(fresh)).stdout
+    assert not fresh.exists()  # no database made for nothing

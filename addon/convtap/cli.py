@@ -207,6 +207,9 @@ def record(
     from convtap.record.store import StoreError, check_database
     from convtap.record.worker import catch_up as record_journal
 
+    if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
+        click.echo(f"nothing to catch up: no journal beside {db}")
+        return
     try:
         check_database(db)
         check_free(journal_dir(db))
