@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "mitm.py"
 MITMDUMP = Path(sys.executable).parent / "mitmdump"
@@ -263,3 +265,18 @@ def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[Recording]:
             proc.send_signal(signal.SIGINT)
             proc.wait(120)
         reader.join(30)
+
+
+@contextmanager
+def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A file system of `size` (tmpfs) mounted at the new folder `where`; the test is skipped
+    where mounting is not allowed (CI runs as root, so it runs there)."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (CI runs as root): {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

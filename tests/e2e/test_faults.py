@@ -27,6 +27,7 @@ from tests.harness import (
     mitmdump,
     record,
     send_burst,
+    small_tmpfs,
     wait_for,
 )
 
@@ -152,16 +153,8 @@ def alive(pid: int) -> bool:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 6 MB file system for the capture and its journal."""
-    where = tmp_path / "small"
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(where)],
-                             capture_output=True, text=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (CI runs as root): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "6m") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_full_disk_stops_recording_loudly_and_never_the_traffic(

@@ -20,6 +20,8 @@ from convtap.record.store import (
     connect,
 )
 
+from tests.harness import small_tmpfs
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -117,13 +119,7 @@ def test_a_new_capture_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Pa
 def test_a_full_temporary_directory_does_not_stop_the_writer(tmp_path: Path) -> None:
     """SQLite puts a statement journal in its temporary directory; the writer keeps it in
     memory, so a full /var/tmp (here SQLITE_TMPDIR on a full 1 MB tmpfs) loses nothing."""
-    full = tmp_path / "full"
-    full.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)],
-                             capture_output=True, text=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (CI runs as root): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "full", "1m") as full:
         with contextlib.suppress(OSError), (full / "fill").open("wb") as fill:
             while True:
                 fill.write(b"\0" * 65536)
@@ -144,5 +140,3 @@ def test_a_full_temporary_directory_does_not_stop_the_writer(tmp_path: Path) -> 
         with contextlib.closing(sqlite3.connect(db)) as conn:
             stored = conn.execute("SELECT count(*), sum(length(text)) FROM messages").fetchone()
         assert stored == (40, 4_000_000)
-    finally:
-        subprocess.run(["umount", "-l", str(full)], check=False)
