@@ -240,6 +240,10 @@ def test_one_proxy_run_holds_a_journal_and_its_recorder_keeps_it(tmp_path: Path)
         recorder.wait()
     check_free(directory)  # both gone: the next run may have it
     os.close(hold(directory))
+    other = journal_dir(tmp_path / "other.db")
+    other.write_text("a file where the journal goes")
+    with pytest.raises(JournalError, match="cannot use the journal"):
+        check_free(other)  # what `convtap record` says in one line before it starts
 
 
 def test_a_damaged_record_costs_only_itself(

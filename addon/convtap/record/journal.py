@@ -86,8 +86,10 @@ def check_free(directory: Path) -> None:
     """Refuse, with a `JournalError`, a journal another proxy run holds (changes nothing)."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return  # no journal (or none we could lock either): `hold` says what is wrong
+    except FileNotFoundError:
+        return  # no journal
+    except OSError as exc:  # a file in its place, a folder we may not open
+        raise JournalError(f"cannot use the journal {directory}: {exc.strerror or exc}") from None
     try:
         _lock(fd, directory)
     finally:
