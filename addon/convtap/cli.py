@@ -202,8 +202,8 @@ def record(
     from mitmproxy.tools.main import mitmdump
 
     from convtap.proxy.addon import FAILURES
-    from convtap.proxy.output import Output
     from convtap.record.journal import JournalError, check_free, journal_dir
+    from convtap.record.queued_output import QueuedOutput
     from convtap.record.store import StoreError, check_database
     from convtap.record.worker import catch_up as record_journal
 
@@ -230,7 +230,7 @@ def record(
             "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
     for setting in settings:
         args += ["--set", setting]
-    sys.stdout = output = Output(sys.stdout)  # mitmproxy's lines never hold up the traffic
+    sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
     mitmdump(args)
     if output.dropped:
         click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"

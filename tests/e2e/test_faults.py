@@ -212,6 +212,37 @@ def drain(fd: int) -> None:
             pass
 
 
+def record_to(output: int, db: Path, upstream: int, tmp_path: Path) -> subprocess.Popen[bytes]:
+    """`convtap record` printing into `output` (a pipe or a terminal)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "convtap.cli", "record", "--mode",
+         f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
+         "--set", f"confdir={tmp_path / 'conf'}"],
+        stdout=output, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def listening_port(read: int) -> int:
+    """The proxy's port, from what it printed first."""
+    banner = b""
+    while (found := re.search(rb"listening at 127\.0\.0\.1:(\d+)", banner)) is None:
+        got = os.read(read, 4096)
+        assert got, banner
+        banner += got
+    return int(found.group(1))
+
+
+def pause(terminal: int) -> None:
+    """Ctrl-S, and the terminal's buffer full: the next line written to it waits."""
+    termios.tcflow(terminal, termios.TCOOFF)
+    # filled through a description of its own: the processes' stays blocking
+    filler = os.open(os.ttyname(terminal), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(filler, b"." * 1024)
+    os.close(filler)
+
+
 @pytest.mark.parametrize("reader", ["gone", "stalled"])
 def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
     tmp_path: Path, reader: str
@@ -227,34 +258,18 @@ def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
     with burst_upstream(bodies) as upstream:
         # stalled: a terminal whose output is paused (Ctrl-S), where each line is written at once
         read, write = os.pipe() if reader == "gone" else os.openpty()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "convtap.cli", "record", "--mode",
-             f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
-             "--set", f"confdir={tmp_path / 'conf'}"],
-            stdout=write, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        proc = record_to(write, db, upstream, tmp_path)
         drained = threading.Thread(target=drain, args=(read,))
         try:
-            banner = b""
-            while (found := re.search(rb"listening at 127\.0\.0\.1:(\d+)", banner)) is None:
-                got = os.read(read, 4096)
-                assert got, banner
-                banner += got
+            port = listening_port(read)
             if reader == "gone":
                 os.close(read)  # `| head` is done reading
                 os.close(write)
-            else:  # Ctrl-S, and the terminal's buffer full: the next line written waits
-                termios.tcflow(write, termios.TCOOFF)
-                # filled through a description of its own: the proxy's stays blocking
-                filler = os.open(os.ttyname(write), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
-                with contextlib.suppress(BlockingIOError):
-                    while True:
-                        os.write(filler, b"." * 1024)
-                os.close(filler)
+            else:
+                pause(write)
             (recorder,) = children(proc.pid)
             os.kill(recorder, signal.SIGSTOP)
             try:
-                port = int(found.group(1))
                 send_burst(port, len(bodies) - 1, received)
                 time.sleep(1.5)  # the watcher says how far behind the recorder is once a second
                 more: list[bytes] = []
@@ -272,6 +287,38 @@ def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            if drained.is_alive():
+                drained.join(30)
+    assert received == bodies
+    assert_holds_what_the_client_got(db, received)
+
+
+def test_the_recorder_goes_on_while_its_output_is_paused(tmp_path: Path) -> None:
+    """The recorder process prints a line for each call into the same terminal: while that
+    terminal was paused (Ctrl-S), its first line waited, and nothing more was recorded until
+    the user read on. Now every call reaches the database while the terminal stays paused."""
+    bodies = burst_bodies(40)
+    db = tmp_path / "paused.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream:
+        read, write = os.openpty()
+        proc = record_to(write, db, upstream, tmp_path)
+        drained = threading.Thread(target=drain, args=(read,))
+        try:
+            port = listening_port(read)
+            pause(write)
+            send_burst(port, len(bodies), received)
+            calls = "SELECT count(*) FROM tool_calls WHERE complete"
+            assert wait_for(lambda: rows(db, calls) == [(len(bodies),)], 120), rows(db, calls)
+            termios.tcflow(write, termios.TCOON)  # Ctrl-Q: the lines that waited come out
+            drained.start()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(300) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(write)
             if drained.is_alive():
                 drained.join(30)
     assert received == bodies

@@ -45,6 +45,7 @@ from convtap.record.journal import (
     segment_path,
     segments,
 )
+from convtap.record.queued_output import QueuedOutput
 from convtap.record.recorder import Recorder
 from convtap.record.redact import ClearText, Redactor
 from convtap.record.store import StoreFull, Writer, audit_timeline, reader_beside
@@ -375,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     # when the proxy is gone (its pipe closes) and the journal is read to its end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     allow_deep_json()
+    # What it prints waits apart: a reader who stops reading (a paused terminal) holds up no
+    # recording, and lines past the queue are dropped (the database has every call).
+    sys.stdout = stdout = QueuedOutput(sys.stdout)
+    sys.stderr = stderr = QueuedOutput(sys.stderr)
     try:
         consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo)
         try:
@@ -384,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     except StoreFull as exc:  # the journal keeps what it can; a restart records it
         print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
         return DISK_FULL
+    finally:
+        if dropped := stdout.dropped + stderr.dropped:
+            print(f"convtap: {dropped} lines of the recorder's output were dropped: their"
+                  " reader was too slow (`convtap calls` lists every call)",
+                  file=sys.__stderr__)  # fmt: skip
     return 0
 
 

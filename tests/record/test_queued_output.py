@@ -1,11 +1,11 @@
-"""convtap.proxy.output: the proxy's stdout never holds up its caller."""
+"""convtap.record.queued_output: what a process prints never holds up its caller."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from convtap.proxy.output import QUEUED, Output
+from convtap.record.queued_output import QUEUED, QueuedOutput
 
 
 class Stalled:
@@ -29,7 +29,7 @@ class Stalled:
 
 def test_a_stalled_reader_costs_lines_not_time() -> None:
     stream = Stalled()
-    output = Output(stream)
+    output = QueuedOutput(stream)
     start = time.monotonic()
     for n in range(QUEUED):
         print(f"line {n}", file=output)  # type: ignore[arg-type]

@@ -1,5 +1,7 @@
-"""The proxy process's stdout under `convtap record`: mitmproxy writes its log lines there, from
-its event loop, so a line that cannot be written would hold up or end every client's traffic.
+"""What `convtap record`'s two processes print, where nothing may wait on a reader: the proxy's
+log lines (mitmproxy writes them from its event loop, so a line that cannot be written would
+hold up or end every client's traffic) and the recorder's call lines (a line that waits holds
+up the recording: the journal grows, nothing new reaches the database).
 
 Lines go through a bounded queue to a thread that writes them: a reader that stops reading (a
 paused terminal, a full pipe) holds up only that thread, and lines beyond the queue are dropped
@@ -21,7 +23,7 @@ QUEUED = 2000  # writes waiting for a slow reader, at most (a print makes two)
 AT_EXIT = 2.0  # seconds the lines still queued may take to go out when the process ends
 
 
-class Output:
+class QueuedOutput:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
         self.dropped = 0  # lines (their ends) a reader too slow for QUEUED writes never got
