@@ -17,9 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from convtap.record.journal import journal_dir
+from convtap.record.journal import hold, journal_dir
+from convtap.record.store import check_database
 
 from tests.harness import (
+    ADDON,
+    MITMDUMP,
     burst_bodies,
     burst_upstream,
     children,
@@ -203,6 +206,39 @@ def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) ->
         with record(db, upstream, tmp_path) as later:  # once it is done, the database is free
             later.proc.send_signal(signal.SIGINT)
             assert later.wait(60) and later.proc.returncode == 0
+
+
+@pytest.mark.parametrize("database", ["not a database", "in use"])
+def test_mitmdump_with_the_addon_refuses_a_database_in_one_line(
+    tmp_path: Path, database: str
+) -> None:
+    """mitmproxy run directly with the addon (`mitmdump -s addon/mitm.py`) printed its "error in
+    script" traceback around the reason; now the reason alone, and mitmdump exits at startup."""
+    db = tmp_path / "capture.db"
+    if database == "not a database":
+        db.write_text("notes, not a capture\n")
+        reason = f"{db} is not a SQLite database"
+        held = None
+    else:
+        check_database(db)  # a capture, which a recording holds
+        held = hold(journal_dir(db))
+        reason = f"another convtap is recording into {db} (its journal is in use)"
+    before = db.read_bytes()
+    try:
+        run = subprocess.run(
+            [str(MITMDUMP), "-s", str(ADDON), "--listen-host", "127.0.0.1", "-p", "0",
+             "--set", f"confdir={tmp_path / 'conf'}", "--set", f"convtap_db={db}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        if held is not None:
+            os.close(held)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert "Traceback" not in out and "error in script" not in out, out
+    (line,) = [line for line in out.splitlines() if "convtap" in line]
+    assert f"convtap: convtap_db: {reason}" in line, out
+    assert db.read_bytes() == before  # only read
 
 
 def drain(fd: int) -> None:

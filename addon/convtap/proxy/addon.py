@@ -57,6 +57,7 @@ class ConvtapAddon:
         self.kinds: dict[str, str] = {}  # flow id -> endpoint kind, for the flows we record
         self.tapped: set[str] = set()
         self.ws_trim = False
+        self.started = False  # mitmproxy is running (its startup is over)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -93,7 +94,10 @@ class ConvtapAddon:
                 check_database(o.convtap_db)
                 self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
             except (StoreError, JournalError) as exc:
-                raise OptionsError(f"convtap_db: {exc}") from None
+                if not self.started:  # mitmproxy would print a traceback around it: one line,
+                    log.error("convtap: convtap_db: %s", exc)  # and an error at startup ends it
+                    return
+                raise OptionsError(f"convtap_db: {exc}") from None  # the change is refused
 
     def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = False) -> None:
         """Start recording into `db`: through the journal and a recorder process, or in this
@@ -104,6 +108,7 @@ class ConvtapAddon:
         self.backend = (JournalBackend if worker else LocalRecorder)(db, redact=redact, echo=echo)
 
     def running(self) -> None:
+        self.started = True
         if ctx.options.convtap_echo == "stdout":
             print(banner(), flush=True)
         if isinstance(self.backend, JournalBackend):
