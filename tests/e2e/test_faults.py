@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from convtap.record.journal import hold, journal_dir
 from convtap.record.store import check_database
+from convtap.record.worker import NICE
 
 from tests.harness import (
     ADDON,
@@ -79,6 +80,10 @@ def test_a_burst_at_full_speed_loses_nothing(tmp_path: Path) -> None:
     db = tmp_path / "burst.db"
     received: list[bytes] = []
     with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as rec:
+        (recorder,) = children(rec.proc.pid)  # it yields the CPU to the proxy: traffic first
+        proxy_priority = os.getpriority(os.PRIO_PROCESS, rec.proc.pid)
+        lowered = min(proxy_priority + NICE, 19)  # once it has started
+        assert wait_for(lambda: os.getpriority(os.PRIO_PROCESS, recorder) == lowered, 30)
         send_burst(rec.port, len(bodies), received)
         rec.proc.send_signal(signal.SIGINT)  # Ctrl-C: it waits for the recorder to catch up
         out = rec.wait(300)

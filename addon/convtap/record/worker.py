@@ -54,6 +54,7 @@ from convtap.wire.session import endpoint_kind
 
 DISK_FULL = 3  # the recorder's exit status when the disk is full (the proxy goes on)
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
+NICE = 10  # the recorder process's priority below the proxy's (bench/proxy_bench.py)
 INTERRUPTED = "interrupted: the proxy stopped before the response ended"
 
 
@@ -375,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C reaches the whole process group; the recorder ends when the journal is closed, or
     # when the proxy is gone (its pipe closes) and the journal is read to its end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The client's traffic first: the proxy forwards at full speed while the recorder takes
+    # what CPU is left (what it has not recorded yet waits in the journal, and is reported).
+    os.nice(NICE)
     allow_deep_json()
     # What it prints waits apart: a reader who stops reading (a paused terminal) holds up no
     # recording, and lines past the queue are dropped (the database has every call).
