@@ -253,14 +253,24 @@ def drain(fd: int) -> None:
             pass
 
 
-def record_to(output: int, db: Path, upstream: int, tmp_path: Path) -> subprocess.Popen[bytes]:
-    """`convtap record` printing into `output` (a pipe or a terminal)."""
-    return subprocess.Popen(
+@contextlib.contextmanager
+def record_to(
+    output: int, db: Path, upstream: int, tmp_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`convtap record` printing into `output` (a pipe or a terminal); killed if it still runs
+    at the end."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "convtap.cli", "record", "--mode",
          f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
          "--set", f"confdir={tmp_path / 'conf'}"],
         stdout=output, stderr=subprocess.STDOUT,
     )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def listening_port(read: int) -> int:
@@ -284,6 +294,17 @@ def pause(terminal: int) -> None:
     os.close(filler)
 
 
+def resume_and_stop(proc: subprocess.Popen[bytes], read: int, terminal: int) -> None:
+    """Ctrl-Q on the paused terminal, what waited read to the end, then Ctrl-C: it exits 0."""
+    termios.tcflow(terminal, termios.TCOON)
+    os.close(terminal)
+    drained = threading.Thread(target=drain, args=(read,))
+    drained.start()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(300) == 0
+    drained.join(30)
+
+
 @pytest.mark.parametrize("reader", ["gone", "stalled"])
 def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
     tmp_path: Path, reader: str
@@ -299,9 +320,7 @@ def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
     with burst_upstream(bodies) as upstream:
         # stalled: a terminal whose output is paused (Ctrl-S), where each line is written at once
         read, write = os.pipe() if reader == "gone" else os.openpty()
-        proc = record_to(write, db, upstream, tmp_path)
-        drained = threading.Thread(target=drain, args=(read,))
-        try:
+        with record_to(write, db, upstream, tmp_path) as proc:
             port = listening_port(read)
             if reader == "gone":
                 os.close(read)  # `| head` is done reading
@@ -319,17 +338,10 @@ def test_the_proxy_goes_on_whatever_the_reader_of_its_output_does(
             finally:
                 os.kill(recorder, signal.SIGCONT)
             if reader == "stalled":
-                termios.tcflow(write, termios.TCOON)  # Ctrl-Q
-                os.close(write)
-                drained.start()
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(300) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if drained.is_alive():
-                drained.join(30)
+                resume_and_stop(proc, read, write)
+            else:
+                proc.send_signal(signal.SIGINT)
+                assert proc.wait(300) == 0
     assert received == bodies
     assert_holds_what_the_client_got(db, received)
 
@@ -343,24 +355,12 @@ def test_the_recorder_goes_on_while_its_output_is_paused(tmp_path: Path) -> None
     received: list[bytes] = []
     with burst_upstream(bodies) as upstream:
         read, write = os.openpty()
-        proc = record_to(write, db, upstream, tmp_path)
-        drained = threading.Thread(target=drain, args=(read,))
-        try:
+        with record_to(write, db, upstream, tmp_path) as proc:
             port = listening_port(read)
             pause(write)
             send_burst(port, len(bodies), received)
             calls = "SELECT count(*) FROM tool_calls WHERE complete"
             assert wait_for(lambda: rows(db, calls) == [(len(bodies),)], 120), rows(db, calls)
-            termios.tcflow(write, termios.TCOON)  # Ctrl-Q: the lines that waited come out
-            drained.start()
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(300) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            os.close(write)
-            if drained.is_alive():
-                drained.join(30)
+            resume_and_stop(proc, read, write)  # the lines that waited come out
     assert received == bodies
     assert_holds_what_the_client_got(db, received)
