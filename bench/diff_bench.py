@@ -32,6 +32,7 @@ from convtap.record.events import (  # noqa: E402
 from convtap.record.worker import LocalRecorder  # noqa: E402
 
 from bench.decode_bench import generate  # noqa: E402
+from tests.harness import peak_mb_while  # noqa: E402
 
 SSE = (("content-type", "text/event-stream"),)
 
@@ -60,15 +61,7 @@ def run_measured(args: list[str]) -> tuple[str, float]:
     with tempfile.TemporaryFile() as out:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(args, stdout=out, env=env)
-        peak = 0.0
-        while proc.poll() is None:
-            try:
-                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]) / 1024)
-            except (FileNotFoundError, ProcessLookupError):
-                break
-            time.sleep(0.05)
+        peak = peak_mb_while(proc, every=0.05)
         if proc.wait() != 0:
             raise RuntimeError(f"{args} failed")
         out.seek(0)

@@ -215,6 +215,30 @@ def complete_events(body: bytes) -> int:
     return sum(1 for line in whole.split(b"\n") if line.startswith(b"data: "))
 
 
+def hwm_mb(pid: int) -> float | None:
+    """A process's peak resident memory so far (VmHWM), in MB; None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None  # exited, not yet reaped: no memory left
+
+
+def peak_mb_while(
+    proc: subprocess.Popen[Any], pid: int | None = None, every: float = 0.02
+) -> float:
+    """The peak resident memory of `pid` (else of `proc`) until `proc` exits, polled: ru_maxrss
+    would count the parent's memory, which a child shares until it execs."""
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, hwm_mb(pid or proc.pid) or 0.0)
+        time.sleep(every)
+    return peak
+
+
 def children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
         return [int(p) for p in handle.read().split()]

@@ -4,7 +4,6 @@ concurrent convtap processes lose nothing."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import json
@@ -14,12 +13,11 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.harness import MITMDUMP, burst_upstream
+from tests.harness import MITMDUMP, burst_upstream, peak_mb_while
 from tests.runner import convtap
 from tests.seeds import SSE, call_and_return_har
 
@@ -265,15 +263,7 @@ def peak_mb(args: list[str], **kwargs: object) -> tuple[float, subprocess.Comple
     """Run a command; its peak resident memory (VmHWM, read just before it exits)."""
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             **kwargs)  # type: ignore[call-overload]  # fmt: skip
-    peak = 0.0
-    while proc.poll() is None:
-        try:
-            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]) / 1024)
-        except (FileNotFoundError, ProcessLookupError):
-            break
-        time.sleep(0.02)
+    peak = peak_mb_while(proc)
     _, err = proc.communicate()
     return peak, subprocess.CompletedProcess(args, proc.returncode, "", err)
 
@@ -323,12 +313,7 @@ def test_an_event_that_never_ends_is_bounded_through_the_proxy(tmp_path: Path) -
 
         def watch() -> None:
             nonlocal peak
-            while proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    status = Path(f"/proc/{recorder}/status").read_text()
-                    hwm = [line for line in status.splitlines() if line.startswith("VmHWM:")]
-                    peak = max(peak, int(hwm[0].split()[1]) / 1024) if hwm else peak
-                time.sleep(0.05)
+            peak = peak_mb_while(proc, recorder, every=0.05)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
