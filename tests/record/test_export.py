@@ -20,14 +20,8 @@ from typing import Any
 import pytest
 from convtap.record.capture import import_into
 from convtap.record.readers import read_flows
-from convtap.record.shape import (
-    JsonTextShaper,
-    SseShaper,
-    StreamShaper,
-    keeps,
-    keeps_in_tool_data,
-    shape_json_text,
-)
+from convtap.record.shape import JsonTextShaper, keeps, keeps_in_tool_data, shape_json_text
+from convtap.record.shape_stream import SseShaper, StreamShaper
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser

@@ -32,7 +32,8 @@ from urllib.parse import parse_qsl, urlsplit
 import sqlite_utils
 
 from convtap.record.recorder import STREAMED_KINDS, is_event_stream
-from convtap.record.shape import FrameShaper, SseShaper, StreamShaper, dump, shape_value
+from convtap.record.shape import dump, shape_value
+from convtap.record.shape_stream import FrameShaper, SseShaper, StreamShaper
 from convtap.record.store import StoreError, iter_events, iter_flows, open_readonly
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import DeltaDecoder
