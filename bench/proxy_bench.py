@@ -202,6 +202,7 @@ class Variant:
     drained: float = 0.0  # seconds from the stream's start until the recorder was idle again
     worker_cpu: float = 0.0
     others_cpu: float = 0.0  # the client's and the upstream's CPU seconds during the stream
+    rounds: list[float] = field(default_factory=list)  # the CPU seconds of every round
     notes: list[str] = field(default_factory=list)
 
 
@@ -456,6 +457,7 @@ def main() -> None:
                     run_cpu_latency(trial, up, args, tmp, n)
                     (tmp / "chunks").unlink(missing_ok=True)
                     v.notes += trial.notes  # every round's database is checked
+                    v.rounds.append(trial.cpu)
                     if n == 0 or trial.cpu < v.cpu:
                         v.cpu, v.wall, v.lat, v.bulk = trial.cpu, trial.wall, trial.lat, trial.bulk
                         v.drained, v.worker_cpu = trial.drained, trial.worker_cpu
@@ -567,6 +569,12 @@ def report(
         f" {left / b.megabytes * 1000:.1f} ms of CPU per MB, it took"
         f" {addon.worker_cpu / b.megabytes * 1000:.1f}"
     )
+    print(
+        "proxy CPU of every round (s), in the order run; each ratio above takes each variant's"
+        " least:"
+    )
+    for v in (stream, hooks, floor, addon):
+        print(f"  {v.name:7} {' '.join(f'{c:.2f}' for c in v.rounds)}")
     print("bounded = addon growth ≤ stream growth + 16 MB; the addon's databases:")
     for note in addon.notes:
         print(f"  {note}")
