@@ -320,3 +320,30 @@ def _strings(value: object, key: str = "") -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [pair for v in value for pair in _strings(v, key)]
     return []
+
+
+V1 = 'event: delta_encoding\ndata: "v1"\n\n'
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("unexpected-value", V1 + 'data: "{secret}"\n\n'),
+        ("unknown-encoding", 'event: delta_encoding\ndata: "{secret}"\n\n'),
+        ("invalid-delta", V1 + 'event: delta\ndata: {{"c": "{secret}", "p": "", "o": "add"}}\n\n'),
+        ("invalid-delta", V1 + 'event: delta\ndata: {{"p": "", "o": "{secret}", "v": 1}}\n\n'),
+    ],
+)
+def test_a_secret_quoted_by_a_decode_error_is_redacted(
+    tmp_path: Path, kind: str, body: str
+) -> None:
+    """A decode error says what it could not read, the value included: a secret there reached
+    the turn's `errors` in clear. The error is kept, with a placeholder for the secret."""
+    secret = "sk-proj-CANARYerror" + "x7" * 12
+    db = tmp_path / "errors.db"
+    record_stream(db, "/backend-api/f/conversation", b"{}", body.format(secret=secret).encode(), 9)
+    assert secret.encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        ((errors,),) = conn.execute("SELECT errors FROM turns").fetchall()
+    (error,) = json.loads(errors)
+    assert error["kind"] == kind and re.search(r"<redacted:[0-9a-f]{12}>", error["detail"])

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from convtap.record.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
+from convtap.record.events import (
+    BodyChunk,
+    OwnFailure,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+)
 from convtap.record.recorder import Recorder
 from convtap.record.redact import Redactor
 
@@ -85,3 +91,25 @@ def test_a_lone_surrogate_in_a_stream_is_recorded_and_the_recorder_goes_on(tmp_p
     assert text == "a\ufffd\ufffdb"
     assert json.loads(stored)["content"]["parts"] == ["a\udc00\ud800b"]
     assert failures == [(None,)]
+
+
+def test_a_secret_in_our_own_failure_is_redacted(monkeypatch: Any) -> None:
+    """A failure of convtap's own code is kept on its flow with the exception's message, which
+    may quote what it failed on: a secret there was stored in clear."""
+    secret = "sk-proj-CANARY0123456789abcdefghij"
+
+    def fail(self: Recorder, event: BodyChunk) -> None:
+        raise ValueError(f"cannot read {secret!r} here")
+
+    monkeypatch.setattr(Recorder, "_chunk", fail)
+    sink = Rows()
+    recorder = Recorder(sink, Redactor(b"k"))
+    path = "/backend-api/f/conversation"
+    recorder.handle(RequestSeen("f", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
+    recorder.handle(ResponseStarted("f", 200, STREAM))
+    try:
+        recorder.handle(BodyChunk("f", b"data: {}\n\n", 2.0))
+    except ValueError as exc:  # as the recorder's process does (JournalConsumer._handle)
+        recorder.handle(OwnFailure("f", f"{type(exc).__name__}: {exc}"))
+    (failure,) = [row["failure"] for row in sink.table("flows") if row.get("failure")]
+    assert failure.startswith("ValueError: cannot read '<redacted:") and secret not in failure

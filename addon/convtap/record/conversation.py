@@ -247,6 +247,8 @@ class ConversationSide:
             "done": int(d.done), "stream_complete": int(d.stream_complete),
             "truncated": int(turn.decoder.truncated), "event_count": d.event_count,
             "legs": turn.decoder.legs, "ws_topic": turn.ws_topic,
-            "errors": dumps([e._asdict() for e in d.errors]), "started_at": turn.started_at,
+            # a decode error may quote the value it could not read
+            "errors": redact.dumps([e._asdict() for e in d.errors]),
+            "started_at": turn.started_at,
             "ended_at": at,
         })  # fmt: skip

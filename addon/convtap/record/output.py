@@ -13,6 +13,8 @@ from convtap.contract.registry import Finding
 from convtap.record.redact import Redactor
 
 LIVE_LIMIT = 4096  # calls, turns and conversations the live audit remembers
+FAILURE_KEPT = 2000  # characters of a failure's message stored with its flow
+FAILURE_READ = 20_000  # characters of it searched for secrets (more than any kept one spans)
 
 
 class Sink(Protocol):
@@ -62,5 +64,7 @@ class Output:
             self.say(f"finding {finding.severity:<7} {finding.rule}  {finding.message}  ({where})")
 
     def failure(self, flow_id: str, detail: str) -> None:
-        """Our own failure on a flow, kept with it (the traffic went on)."""
-        self.upsert("flows", {"id": flow_id, "failure": detail[:2000]})
+        """Our own failure on a flow, kept with it (the traffic went on). An exception's message
+        may quote what it failed on: it is redacted as plain text is."""
+        text = self.redact.scrub(detail[:FAILURE_READ])[:FAILURE_KEPT]
+        self.upsert("flows", {"id": flow_id, "failure": text})
