@@ -271,6 +271,30 @@ def test_a_secret_cut_across_responses_deltas_is_redacted(tmp_path: Path, size: 
     assert re.fullmatch(r"my key is <redacted:[0-9a-f]{12}> ok", text), text
 
 
+@pytest.mark.parametrize("field", ["item_id", "obfuscation", "api_key"])
+def test_a_secret_beside_a_responses_delta_is_redacted(tmp_path: Path, field: str) -> None:
+    """Only the text of a `*.delta` event was looked at: a secret in its other fields (here
+    shaped like a key, or under a key named like a secret) stayed in the raw events. The
+    delta's text is left as it came."""
+    secret = "sk-proj-CANARYbeside" + "x7" * 12
+    item = {"item_id": "msg_1", "output_index": 0, "content_index": 0, field: f" {secret} "}
+    body = "".join([
+        responses_event({"type": "response.created", "response": {"id": "resp_1"}}),
+        responses_event({"type": "response.output_text.delta", **item, "delta": "hello"}),
+        responses_event({"type": "response.completed", "response": {"id": "resp_1"}}),
+    ]).encode()  # fmt: skip
+    db = tmp_path / "beside.db"
+    request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
+    record_stream(db, "/v1/responses", request, body, 1 << 20)
+    assert secret.encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        stored = "".join(text for (text,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+    (delta,) = [json.loads(line[6:]) for line in stored.splitlines()
+                if line.startswith("data: ") and "output_text.delta" in line]  # fmt: skip
+    assert re.fullmatch(r"<redacted:[0-9a-f]{12}>", delta[field].strip()), delta
+    assert delta["delta"] == "hello"
+
+
 @pytest.mark.parametrize("size", [5, 1 << 20])
 def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) -> None:
     """Comment lines (`: …`) are not events, but they are stored with the raw events: one that

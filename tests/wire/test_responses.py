@@ -122,7 +122,8 @@ def test_import_pairs_outputs_with_calls_by_call_id(tmp_path: Path) -> None:
 
 def test_what_delta_events_append_is_collected_in_the_same_pass() -> None:
     """The recorder's redaction takes the text of `*.delta` events from the decoder (each event
-    is parsed once); every other event's data, malformed ones included, is kept apart."""
+    is parsed once); every other event's data, malformed ones included, is kept apart, and so
+    is the rest of each delta event (its ids, where a secret may sit too)."""
     item = {"item_id": "fc_1", "output_index": 0}
     datas = [
         json.dumps({"type": "response.created", "response": {"id": "r1"}}),
@@ -137,7 +138,12 @@ def test_what_delta_events_append_is_collected_in_the_same_pass() -> None:
     decoder.feed_all(events, [], collect=True)
     assert decoder.appended is not None
     assert decoder.appended.pieces == ["my key is s", '{"a']
-    assert decoder.appended.others == [datas[0], datas[3], datas[4], datas[5]]
+    rest = json.dumps(
+        {"type": "response.output_text.delta", **item}, separators=(",", ":"), sort_keys=True
+    )
+    arguments_rest = rest.replace("output_text", "function_call_arguments")
+    others = [datas[0], rest, arguments_rest, datas[3], datas[4], datas[5]]
+    assert decoder.appended.others == others
     assert [e["kind"] for e in decoder.errors] == ["malformed-json"]
     decoder.feed_all(events[:1], [])
     assert decoder.appended is None  # only when asked

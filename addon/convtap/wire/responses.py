@@ -16,7 +16,7 @@ from typing import Any
 
 from convtap.wire.bounded import Bounded, Kept
 from convtap.wire.delta import Appended
-from convtap.wire.jsonvalue import loads, loads_or_none
+from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
 PROTOCOL = "responses"
@@ -62,8 +62,11 @@ class ResponsesDecoder:
                 delta = delta_text(value)
                 if delta is None:
                     appended.others.append(event.data)
-                else:
+                else:  # its text, and the rest of it (ids, the sequence number, ...) apart
                     appended.pieces.append(delta[1])
+                    assert isinstance(value, dict)  # a delta's value is an object
+                    rest = {key: item for key, item in value.items() if key != "delta"}
+                    appended.others.append(dumps(rest) or "")
         for position in bad_utf8:
             detail = "bytes that are not UTF-8 (read as U+FFFD)"
             self._error(first + position, "invalid-utf8", detail)
