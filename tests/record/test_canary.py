@@ -295,6 +295,46 @@ def test_a_secret_beside_a_responses_delta_is_redacted(tmp_path: Path, field: st
     assert delta["delta"] == "hello"
 
 
+BARE = 'event: delta\ndata: {"v": "a"}\n\n'
+
+
+@pytest.mark.parametrize("size", [7, 1 << 20])
+@pytest.mark.parametrize(
+    "line",
+    ["{secret}", "id: {secret}", "retry: {secret}", "foo: {secret}", "x {secret}"],
+)
+def test_a_secret_in_a_line_the_decoder_does_not_read_is_redacted(
+    tmp_path: Path, line: str, size: int
+) -> None:
+    """A line of another field (`id`, `retry`, an unknown one) or of no field is not read by the
+    decoder, but it is stored with the raw events: one holding a secret was kept in clear (only
+    comment lines were looked at). It becomes a comment with a placeholder; the stream decodes
+    as before."""
+    secret = "sk-proj-CANARYunread" + "x7" * 12
+    odd = line.format(secret=secret)
+    body = f'event: delta_encoding\ndata: "v1"\n\n{BARE * 3}{odd}\ndata: 1\n\n{BARE * 3}'.encode()
+    db = tmp_path / "unread.db"
+    record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
+    assert secret.encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        ((count,),) = conn.execute("SELECT event_count FROM turns").fetchall()
+    assert re.search(r"\n: <redacted:[0-9a-f]{12}>\ndata: 1\n", stored), stored
+    assert count == 8 == decode_turn([stored.encode()]).decoder.event_count
+
+
+def test_a_secret_in_a_line_of_no_field_in_a_websocket_stream_item_is_redacted(
+    tmp_path: Path,
+) -> None:
+    secret = "sk-proj-CANARYitem" + "x7" * 12
+    frames = handoff_frames()
+    item = json.loads(frames[2])
+    item[0]["payload"]["payload"]["encoded_item"] = f"stray {secret}\n\n"
+    frames[2] = json.dumps(item)
+    db, _ = record_handoff(tmp_path, frames)
+    assert secret.encode() not in db.read_bytes()
+
+
 @pytest.mark.parametrize("size", [5, 1 << 20])
 def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) -> None:
     """Comment lines (`: …`) are not events, but they are stored with the raw events: one that

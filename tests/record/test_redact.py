@@ -70,11 +70,12 @@ def test_text_made_of_hints_is_searched_in_bounded_memory(text: str) -> None:
     assert peak < 4 * len(text)
 
 
-def _comments_line_by_line(redactor: Redactor, text: str) -> str:
-    """The reference for `Redactor.comments`: every line looked at on its own."""
+def _unread_line_by_line(redactor: Redactor, text: str) -> str:
+    """The reference for `Redactor.unread`: every line looked at on its own."""
     lines = text.split("\n")
     for n, line in enumerate(lines):
-        if line.startswith(":") and any(hints(line)):
+        read = line.partition(":")[0] in ("data", "event")
+        if line and not read and any(hints(line)):
             lines[n] = f": {redactor.placeholder(line)}"
     return "\n".join(lines)
 
@@ -89,10 +90,15 @@ def _comments_line_by_line(redactor: Redactor, text: str) -> str:
         ": key sk-proj-CANARY0123456789abcdefghij\n\ndata: 1\n\n",
         "data: 1\n\n: ping\n\n: token=abc\n: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig\n\n",
         'data: {"v": ": token"}\n\n:tail without a line end password',
+        "id: sk-proj-CANARY0123456789abcdefghij\ndata: 1\n\nid: 7\ndata: 2\n\n",
+        "data: 1\n\nstray sk-proj-CANARY0123456789abcdefghij\n\nevent:delta\ndata:token\n\n",
+        "retry: 5\nfoo: token\ndatum: x\ndata\n\n",
     ],
 )
-def test_comment_lines_with_a_hint_are_placeholders_and_the_rest_stays(text: str) -> None:
+def test_lines_the_decoder_does_not_read_with_a_hint_are_placeholders(text: str) -> None:
+    """Comments, other fields and lines of no field: those with a hint of a secret become a
+    comment holding a placeholder; data and event lines are left to the event redaction."""
     redactor = Redactor(b"k" * 32)
-    assert redactor.comments(text) == _comments_line_by_line(redactor, text)
+    assert redactor.unread(text) == _unread_line_by_line(redactor, text)
     if "CANARY" in text or "eyJ" in text:
-        assert "CANARY" not in redactor.comments(text) and "eyJ" not in redactor.comments(text)
+        assert "CANARY" not in redactor.unread(text) and "eyJ" not in redactor.unread(text)

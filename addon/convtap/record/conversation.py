@@ -96,7 +96,7 @@ class ConversationSide:
             self.out.raw(flow_id, when, "sse", count, text)
 
         def keep(text: str, events: Sequence[SSEEvent], appended: Appended) -> None:
-            turn.redaction.chunk(at, text, events, raw, appended, turn.decoder.comment_lines)
+            turn.redaction.chunk(at, text, events, raw, appended, turn.decoder.unread_lines)
 
         self._updates(turn, turn.decoder.feed(data, keep), at)
 

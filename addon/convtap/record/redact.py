@@ -191,6 +191,8 @@ _HARMLESS_BYTES = [h.encode() for h in _HARMLESS_FOLDED]
 _LONGEST = max(len(w.encode()) for w in _WORDS)
 _WINDOW = 1 << 16  # bytes searched at once
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
+# where a line the SSE decoder does not read starts: not data, not event, not blank (as wire.sse)
+_UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 
 
 def _unescaped(text: str) -> str:
@@ -461,14 +463,11 @@ class Redactor:
             format_event(e._replace(data=self.event_text(e.data, values, state))) for e in events
         )
 
-    def comments(self, text: str) -> str:
-        """SSE text whose comment lines (`: …`, which the decoder never reads: the server's
-        pings) hold a hint of a secret, with each such line's text replaced by a placeholder."""
-        starts = [0] if text[:1] == ":" else []
-        at = text.find("\n:")
-        while at >= 0:
-            starts.append(at + 1)
-            at = text.find("\n:", at + 1)
+    def unread(self, text: str) -> str:
+        """SSE text whose lines that the decoder never reads (comments `: …`, such as the
+        server's pings; fields other than data and event; lines of no field) hold a hint of a
+        secret, with each such line replaced by a comment holding a placeholder."""
+        starts = [m.end() for m in _UNREAD_LINE.finditer(text)]
         lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
                  for start in starts]  # fmt: skip
         if not any(hints("\n".join(text[a:b] for a, b in lines))):  # all at once: mostly pings
@@ -486,7 +485,7 @@ class Redactor:
         keys, values = hints(text)
         if not keys and not values:
             return text
-        text = self.comments(text)
+        text = self.unread(text)
         out = []
         for block in re.split(r"(\n\n)", text):
             if not block.strip("\n"):
@@ -564,7 +563,7 @@ class ClearText(Redactor):
     def sse_text(self, text: str) -> str:
         return text
 
-    def comments(self, text: str) -> str:
+    def unread(self, text: str) -> str:
         return text
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

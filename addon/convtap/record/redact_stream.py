@@ -76,13 +76,14 @@ class StreamRedaction:
         events: Sequence[SSEEvent],
         keep: Keep,
         appended: Appended | None = None,
-        comments: bool = True,
+        unread: bool = True,
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
         `appended` is what the decoder saw them append (else the text is searched for it);
-        `comments` is False when the text is known to hold no comment line."""
-        if comments:
-            text = self.redactor.comments(text)
+        `unread` is False when the text is known to hold no line the decoder does not read
+        (a comment, another field)."""
+        if unread:
+            text = self.redactor.unread(text)
         if appended is None:
             # the rest, an append's path (or None for a bare frame), its string, the rest, ...
             parts = _STRING_DELTA.split(text)

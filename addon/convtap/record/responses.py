@@ -55,12 +55,12 @@ class ResponsesSide:
             self.start(flow_id)
             flow = self.flows[flow_id]
         events = flow.parser.feed(data)
-        text = flow.parser.consumed_text  # the events, and comment lines: kept raw too
+        text = flow.parser.consumed_text  # the events, and the lines around them: kept raw too
         if not text:
             return
         flow.decoder.feed_all(events, flow.parser.bad_utf8, collect=True)
-        appended, comments = flow.decoder.appended, flow.parser.comment_lines
-        flow.redaction.chunk(at, text, events, self._raw(flow_id), appended, comments)
+        appended, unread = flow.decoder.appended, flow.parser.unread_lines
+        flow.redaction.chunk(at, text, events, self._raw(flow_id), appended, unread)
 
     def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
         return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text)

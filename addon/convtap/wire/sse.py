@@ -27,6 +27,9 @@ MAX_EVENT = 4 * 1024 * 1024
 OVERSIZED = "\nevent-too-large"
 # The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
 _SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
+# A line the decoder does not read: a comment (`: …`), a field other than data and event (`id`,
+# `retry`, unknown ones), a line of no field; its start (the line end before it, or none).
+_UNREAD = re.compile(rb"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 # Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
 # with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
 # only JSON's escapes). Runs of them are not split into events (see `BareRun`).
@@ -117,10 +120,10 @@ class SSEParser:
         "_skipping",
         "_started",
         "bad_utf8",
-        "comment_lines",
         "consumed",
         "consumed_text",
         "max_event",
+        "unread_lines",
     )
 
     def __init__(self, max_event: int = MAX_EVENT) -> None:
@@ -128,7 +131,7 @@ class SSEParser:
         self.consumed = b""  # what the last `feed` took in: the text of the events it returned
         self.consumed_text = ""  # the same, decoded (invalid UTF-8 as U+FFFD)
         self.bad_utf8: list[int] = []  # positions, in the last `feed`'s events, of invalid UTF-8
-        self.comment_lines = False  # the last `feed` took in comment lines (`: …`)
+        self.unread_lines = False  # the last `feed` took in lines the decoder does not read
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
@@ -148,7 +151,7 @@ class SSEParser:
         if self._closed:
             raise RuntimeError("feed() after close()")
         self.bad_utf8 = []
-        self.comment_lines = False
+        self.unread_lines = False
         self.consumed = b""
         self.consumed_text = ""
         if not chunk:
@@ -264,7 +267,7 @@ class SSEParser:
         if rest.strip("\n"):  # comment lines, or lines of other shapes
             if any(line[:1] != ":" for line in rest.split("\n") if line):
                 return self._parse_slowly(text.encode() if block is None else block)
-            self.comment_lines = True
+            self.unread_lines = True  # comment lines only
         datas = parts[2::3]
         if (
             block is not None
@@ -281,8 +284,8 @@ class SSEParser:
         return list(map(tuple.__new__, repeat(SSEEvent), pairs))  # SSEEvents, built in C
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
-        if block[:1] == b":" or b"\n:" in block:
-            self.comment_lines = True
+        if _UNREAD.search(block):
+            self.unread_lines = True
         events: list[SSEEvent] = []
         for piece in block.split(b"\n\n"):
             piece = piece.lstrip(b"\n")

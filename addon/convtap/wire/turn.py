@@ -125,9 +125,10 @@ class TurnDecoder:
         return updates
 
     @property
-    def comment_lines(self) -> bool:
-        """Whether the text the last `feed` completed holds comment lines (`: …`)."""
-        return self._parser is not None and self._parser.comment_lines
+    def unread_lines(self) -> bool:
+        """Whether the text the last `feed` completed holds lines the decoder does not read
+        (comments, other fields)."""
+        return self._parser is not None and self._parser.unread_lines
 
     def end_leg(self) -> None:
         if self._parser is not None:
