@@ -411,3 +411,31 @@ def test_a_secret_quoted_by_a_decode_error_is_redacted(
         ((errors,),) = conn.execute("SELECT errors FROM turns").fetchall()
     (error,) = json.loads(errors)
     assert error["kind"] == kind and re.search(r"<redacted:[0-9a-f]{12}>", error["detail"])
+
+
+def test_a_secret_in_the_user_agent_or_the_path_is_redacted(tmp_path: Path) -> None:
+    """`flows.url` and the kept headers were scrubbed, but the path beside the URL and the
+    client named from the user agent (`flows.client`, `turns.client`) were stored as they
+    came."""
+    secret = "sk-proj-CANARYrequest" + "x7" * 12
+    db = tmp_path / "request.db"
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    agent = (("user-agent", f"my-client/1.0 {secret}"),)
+    turn, get = "/backend-api/f/conversation", f"/backend-api/conversation/{secret}"
+    body = (SSE / "plain_answer.sse").read_bytes()
+    stream = (("content-type", "text/event-stream"),)
+    for flow, method, path in (("f1", "POST", turn), ("f2", "GET", get)):
+        request = json.dumps(user_turn()).encode() if method == "POST" else b""
+        recorder.handle(
+            RequestSeen(flow, method, "https://x" + path, "x", path, agent, request, 1.0)
+        )
+        recorder.handle(ResponseStarted(flow, 200, stream))
+        recorder.handle(BodyChunk(flow, body if method == "POST" else b"{}", 1.0))
+        recorder.handle(ResponseEnded(flow, 200, stream, None, "complete", 2.0))
+    recorder.close()
+    assert secret.encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        flows = conn.execute("SELECT path, client FROM flows ORDER BY id").fetchall()
+        ((client,),) = conn.execute("SELECT client FROM turns").fetchall()
+    assert flows[0] == (turn, client) and client.startswith("my-client/1.0 <redacted:")
+    assert flows[1][0].startswith("/backend-api/conversation/<redacted:")

@@ -99,7 +99,8 @@ class Recorder:
             return
         state = self.flows[ev.flow_id] = FlowState(kind)
         body = parse_json(ev.body)
-        client = next((v for k, v in ev.headers if k.lower() == "user-agent"), None)
+        agent = next((v for k, v in ev.headers if k.lower() == "user-agent"), None)
+        client = None if agent is None else self.out.redact.scrub(agent)  # as its header is
         conversation_id = body.get("conversation_id") if isinstance(body, dict) else None
         conversation_id = conversation_id if isinstance(conversation_id, str) else None
         out = self.out
@@ -115,7 +116,7 @@ class Recorder:
             state.turn = self.conversation.resume_turn(ev.flow_id, conversation_id, ev.at)
         out.upsert("flows", {
             "id": ev.flow_id, "kind": kind, "method": ev.method, "url": out.redact.url(ev.url),
-            "host": ev.host, "path": ev.path.split("?", 1)[0], "client": client,
+            "host": ev.host, "path": out.redact.url(ev.path.split("?", 1)[0]), "client": client,
             "request_headers": dumps(out.redact.headers(ev.headers)),
             "request_body": self._body_text(kind, ev.body, body),
             "conversation_id": conversation_id,
