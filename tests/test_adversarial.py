@@ -329,3 +329,23 @@ def test_an_event_that_never_ends_is_bounded_through_the_proxy(tmp_path: Path) -
     with sqlite3.connect(db) as conn:
         errors = json.loads(conn.execute("SELECT errors FROM turns").fetchone()[0])
     assert [e["kind"] for e in errors] == ["event-too-large"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["mock", "--port", "99999"], "Invalid value for '--port': 99999 is not in the range"),
+        (["record", "--listen-port", "70000"], "Invalid value for '--listen-port'"),
+        (["calls", "--db", "."], "Invalid value for '--db'"),
+        (["calls", "--forma", "json"], "No such option '--forma'. Did you mean '--format'?"),
+        (["decode"], "Missing argument 'FILE [FILE...]'"),
+        (["nosuch"], "No such command 'nosuch'"),
+        (["--badopt"], "No such option '--badopt'"),
+    ],
+)
+def test_bad_usage_is_one_line(args: list[str], said: str) -> None:
+    """click printed three lines (usage, a hint, the error) for bad usage; a mock given port
+    99999 listened on 34463 (the port modulo 65536), and a proxy given it failed in mitmproxy."""
+    ran = convtap(*args)
+    one_line_error(ran)
+    assert ran.stderr.startswith(f"convtap: {said}") and "--help`)" in ran.stderr

@@ -23,7 +23,32 @@ db_option = click.option(
 )  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineUsageError(click.UsageError):
+    """Bad usage (an unknown option, a value out of range, a directory for a file) said in one
+    line, as every other bad input is: `convtap: …` on stderr, exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
+        click.echo(f"convtap: {self.format_message().rstrip('.')}{where}", err=True)
+
+
+class Commands(click.Group):
+    """convtap's commands, whose usage errors take one line."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:  # a command's own options (it is made here)
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="convtap")
 def main() -> None:
     """convtap: record, decode and audit ChatGPT's f/conversation protocol."""
@@ -164,7 +189,7 @@ def schemas(check: bool, directory: Path) -> None:
     "upstream:http://proxy:3128, ...",
 )
 @click.option("--listen-host", default="127.0.0.1", show_default=True)
-@click.option("--listen-port", default=8080, show_default=True, type=int)
+@click.option("--listen-port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @db_option
 @click.option("--no-redact", is_flag=True, help="Store secrets in clear (loudly).")
 @click.option(
@@ -555,7 +580,13 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8765, show_default=True, type=int, help="0 picks a free port.")
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="0 picks a free port.",
+)
 @click.option(
     "--scenario",
     default="alefita_way",
