@@ -349,3 +349,19 @@ def test_bad_usage_is_one_line(args: list[str], said: str) -> None:
     ran = convtap(*args)
     one_line_error(ran)
     assert ran.stderr.startswith(f"convtap: {said}") and "--help`)" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("har", "said"),
+    [
+        ({"x": 1}, "not a HAR file (no 'log' in it)"),
+        ({"log": {"entries": [{"request": {}}]}}, "entry 0 is not a HAR entry (no '"),
+    ],
+)
+def test_a_har_missing_a_field_names_it(tmp_path: Path, har: object, said: str) -> None:
+    """A missing field was said as Python's KeyError: `('startedDateTime')`."""
+    path = tmp_path / "odd.har"
+    path.write_text(json.dumps(har))
+    ran = convtap("import", str(path), "--db", str(tmp_path / "c.db"))
+    one_line_error(ran)
+    assert f"{path}: {said}" in ran.stderr

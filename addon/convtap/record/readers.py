@@ -57,6 +57,13 @@ def read_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
         raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({exc})") from exc
 
 
+def _why(exc: Exception) -> str:
+    """What a reader's exception says, for people: a KeyError is a missing field."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"no {exc.args[0]!r} in it"
+    return str(exc)
+
+
 def har_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
     """A HAR file's flows, read as mitmproxy reads them, with two things it leaves out: an
     event stream is UTF-8 whatever its content type says (mitmproxy takes latin-1 when no
@@ -66,13 +73,13 @@ def har_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
         if not isinstance(entries, list):
             raise ValueError("log.entries is not a list")
     except (ValueError, KeyError, TypeError) as exc:
-        raise CaptureError(f"{path}: not a HAR file ({exc})") from exc
+        raise CaptureError(f"{path}: not a HAR file ({_why(exc)})") from exc
     size = path.stat().st_size
     for n, entry in enumerate(entries):
         try:
             flow = request_to_flow(entry)
         except Exception as exc:  # mitmproxy's reader raises anything on a bad entry
-            raise CaptureError(f"{path}: entry {n} is not a HAR entry ({exc})") from exc
+            raise CaptureError(f"{path}: entry {n} is not a HAR entry ({_why(exc)})") from exc
         content = entry.get("response", {}).get("content", {})
         text = content.get("text")
         if (
