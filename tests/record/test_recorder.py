@@ -113,3 +113,38 @@ def test_a_secret_in_our_own_failure_is_redacted(monkeypatch: Any) -> None:
         recorder.handle(OwnFailure("f", f"{type(exc).__name__}: {exc}"))
     (failure,) = [row["failure"] for row in sink.table("flows") if row.get("failure")]
     assert failure.startswith("ValueError: cannot read '<redacted:") and secret not in failure
+
+
+def test_the_call_line_printed_is_redacted_as_stored() -> None:
+    """`convtap record` prints each call with its arguments: a secret in them was printed in
+    clear (often into a CI log) while the database held a placeholder."""
+    import json
+
+    secret = "sk-proj-CANARYecho" + "x7" * 12
+
+    def event(value: object) -> str:
+        return f"event: delta\ndata: {json.dumps(value)}\n\n"
+
+    call = {"id": "call-1", "author": {"role": "assistant"}, "recipient": "local.alefita_way",
+            "channel": "commentary", "status": "in_progress", "metadata": {},
+            "content": {"content_type": "code", "language": "json", "text": ""}}  # fmt: skip
+    body = "".join([
+        'event: delta_encoding\ndata: "v1"\n\n',
+        event({"p": "", "o": "add", "v": {"message": call, "conversation_id": "c1"}, "c": 0}),
+        event({"p": "/message/content/text", "o": "append",
+               "v": json.dumps({"message": f"my key {secret} ok"})}),
+        event({"p": "/message/status", "o": "replace", "v": "finished_successfully"}),
+        "data: [DONE]\n\n",
+    ])  # fmt: skip
+    lines: list[str] = []
+    sink = Rows()
+    recorder = Recorder(sink, Redactor(b"k"), lines.append)
+    path = "/backend-api/f/conversation"
+    recorder.handle(RequestSeen("f", "POST", "https://x" + path, "x", path, (), b"{}", 1.0))
+    recorder.handle(ResponseStarted("f", 200, STREAM))
+    recorder.handle(BodyChunk("f", body.encode(), 2.0))
+    recorder.handle(ResponseEnded("f", 200, STREAM, None, "complete", 3.0))
+    recorder.close()
+    (said,) = [line for line in lines if line.startswith("call ")]
+    stored = sink.table("tool_calls")[-1]["arguments_text"]  # the complete call's row
+    assert secret not in said and said.endswith(f"call-1  {stored}") and "<redacted:" in stored
