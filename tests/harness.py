@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -213,6 +215,23 @@ def complete_events(body: bytes) -> int:
     """The events a client got whole (what the recorder must hold for that flow)."""
     whole = body[: body.rfind(b"\n\n") + 2] if b"\n\n" in body else b""
     return sum(1 for line in whole.split(b"\n") if line.startswith(b"data: "))
+
+
+def free_port() -> int:
+    """A port nothing listens on now (another process may take it before the caller does)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> bool:
+    """Whether something listens on 127.0.0.1:`port` within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def hwm_mb(pid: int) -> float | None:

@@ -6,7 +6,6 @@ error line, never a traceback."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -21,7 +20,7 @@ from convtap.proxy.contentview import render
 from convtap.proxy.tap import Tap
 from mitmproxy import version
 
-from tests.harness import ADDON, MITMDUMP, mitmdump, wait_for
+from tests.harness import ADDON, MITMDUMP, free_port, mitmdump, wait_for
 
 
 def show(flows: Path, tmp_path: Path, *settings: str) -> str:
@@ -114,12 +113,6 @@ def _answers(base: str) -> bool:
     except OSError:
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_render_survives_bad_bodies() -> None:

@@ -28,11 +28,13 @@ from tests.harness import (
     burst_upstream,
     children,
     complete_events,
+    free_port,
     mitmdump,
     record,
     send_burst,
     small_tmpfs,
     wait_for,
+    wait_for_port,
 )
 
 
@@ -362,5 +364,30 @@ def test_the_recorder_goes_on_while_its_output_is_paused(tmp_path: Path) -> None
             calls = "SELECT count(*) FROM tool_calls WHERE complete"
             assert wait_for(lambda: rows(db, calls) == [(len(bodies),)], 120), rows(db, calls)
             resume_and_stop(proc, read, write)  # the lines that waited come out
+    assert received == bodies
+    assert_holds_what_the_client_got(db, received)
+
+
+def test_recording_with_its_output_closed(tmp_path: Path) -> None:
+    """Started with its output closed (`convtap record >&- 2>&-`, as some service managers do):
+    Python gives the closed streams as None, and the proxy's queued stdout failed at startup
+    with a traceback. It records as ever."""
+    bodies = burst_bodies(5)
+    db = tmp_path / "closed.db"
+    port = free_port()
+    received: list[bytes] = []
+    script = ('exec "$0" -m convtap.cli record --mode "reverse:http://127.0.0.1:$1"'
+              ' --listen-port "$2" --db "$3" --set "confdir=$4" >&- 2>&-')  # fmt: skip
+    with burst_upstream(bodies) as upstream:
+        args = [sys.executable, str(upstream), str(port), str(db), str(tmp_path / "conf")]
+        with subprocess.Popen(["sh", "-c", script, *args]) as proc:
+            try:
+                assert wait_for_port(port), "it did not listen"
+                send_burst(port, len(bodies), received)
+                proc.send_signal(signal.SIGINT)
+                assert proc.wait(120) == 0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
     assert received == bodies
     assert_holds_what_the_client_got(db, received)

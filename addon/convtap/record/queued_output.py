@@ -25,7 +25,8 @@ AT_EXIT = 2.0  # seconds the lines still queued may take to go out when the proc
 
 class QueuedOutput:
     def __init__(self, stream: Any) -> None:
-        self.stream = stream
+        # None when the process was started with that descriptor closed (`convtap record >&-`)
+        self.stream = stream if stream is not None else open(os.devnull, "w")  # noqa: SIM115
         self.dropped = 0  # lines (their ends) a reader too slow for QUEUED writes never got
         self._lines: queue.Queue[str] = queue.Queue(QUEUED)
         threading.Thread(target=self._write_lines, name="convtap-output", daemon=True).start()
