@@ -365,3 +365,26 @@ def test_a_har_missing_a_field_names_it(tmp_path: Path, har: object, said: str) 
     ran = convtap("import", str(path), "--db", str(tmp_path / "c.db"))
     one_line_error(ran)
     assert f"{path}: {said}" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("redirect", "args", "code", "said"),
+    [
+        (">&-", ["decode", str(SSE / "alefita_way_call.sse")], 0, ""),
+        ("<&-", ["decode", "-"], 2, "convtap: cannot read -: standard input is closed"),
+        (">&-", ["calls", "--db", "{db}"], 0, ""),
+    ],
+)
+def test_a_closed_standard_stream_is_no_traceback(
+    tmp_path: Path, redirect: str, args: list[str], code: int, said: str
+) -> None:
+    """Started with stdout or stdin closed, Python gives the stream as None: `decode` wrote
+    into it and read from it, and printed a traceback."""
+    db = tmp_path / "c.db"
+    if "{db}" in args:
+        ran = convtap("import", str(SSE / "alefita_way_call.sse"), "--db", str(db))
+        assert ran.returncode == 0, ran.stderr
+    command = " ".join(f"'{a.format(db=db)}'" for a in [sys.executable, "-m", "convtap.cli", *args])
+    ran = subprocess.run(["sh", "-c", f"exec {command} {redirect}"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert ran.returncode == code and ran.stderr.strip() == said, ran.stderr

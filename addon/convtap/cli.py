@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 import time
 from importlib import resources
@@ -53,6 +54,9 @@ class Commands(click.Group):
 def main() -> None:
     """convtap: record, decode and audit ChatGPT's f/conversation protocol."""
     allow_deep_json()
+    for name in ("stdout", "stderr"):  # started with it closed (`>&-`): what it says goes nowhere
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115
 
 
 def fail(message: str) -> NoReturn:

@@ -31,6 +31,8 @@ class DecodeInputError(Exception):
 
 
 def open_input(name: str) -> BinaryIO:
+    if name == "-" and sys.stdin is None:  # started with it closed (`<&-`)
+        raise DecodeInputError("cannot read -: standard input is closed")
     try:
         return sys.stdin.buffer if name == "-" else Path(name).open("rb")
     except OSError as exc:
