@@ -439,3 +439,30 @@ def test_a_secret_in_the_user_agent_or_the_path_is_redacted(tmp_path: Path) -> N
         ((client,),) = conn.execute("SELECT client FROM turns").fetchall()
     assert flows[0] == (turn, client) and client.startswith("my-client/1.0 <redacted:")
     assert flows[1][0].startswith("/backend-api/conversation/<redacted:")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{{"type": "resume_conversation_token", "token": "{token}"',  # cut: no closing brace
+        '{{"token": "{token}", }}',  # a trailing comma
+    ],
+)
+@pytest.mark.parametrize("size", [5, 1 << 20])
+def test_a_secret_key_in_an_event_that_is_not_json_is_redacted(
+    tmp_path: Path, data: str, size: int
+) -> None:
+    """A malformed event was only searched for secret-shaped values: the resume token (a secret
+    by its key, PROTOCOL.md) in an event that does not parse was kept in clear. Such an event
+    is kept whole as a placeholder: it is a decode error either way."""
+    token = "CANARYresumeTOKEN" + "x7" * 8
+    event = f"data: {data.format(token=token)}\n\n"
+    body = f'event: delta_encoding\ndata: "v1"\n\n{event}data: [DONE]\n\n'.encode()
+    db = tmp_path / "malformed.db"
+    record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
+    assert token.encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        ((errors,),) = conn.execute("SELECT errors FROM turns").fetchall()
+        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+    assert [e["kind"] for e in json.loads(errors)] == ["malformed-json"]
+    assert re.search(r"\ndata: <redacted:[0-9a-f]{12}>\n", stored), stored

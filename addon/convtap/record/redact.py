@@ -449,7 +449,9 @@ class Redactor:
         try:
             value = loads(data)
         except (ValueError, RecursionError):
-            return self.scrub(data)
+            # Not JSON: a key cannot be told from its value, so text that names a secret key is
+            # kept whole as a placeholder (the decoder cannot read it either).
+            return self.placeholder(data) if hints(data)[0] else self.scrub(data)
         redacted = self._walk(value, scrub, state)
         return data if redacted == value else dumps(redacted) or data
 
