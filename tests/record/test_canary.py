@@ -466,3 +466,55 @@ def test_a_secret_key_in_an_event_that_is_not_json_is_redacted(
         stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
     assert [e["kind"] for e in json.loads(errors)] == ["malformed-json"]
     assert re.search(r"\ndata: <redacted:[0-9a-f]{12}>\n", stored), stored
+
+
+def call_stream(pieces: list[str], *, cut: bool) -> bytes:
+    """A turn whose local tool call's arguments stream in `pieces` (an append, then bare
+    frames), finished, or cut short after the last piece."""
+    call = {"id": "call-1", "author": {"role": "assistant"}, "recipient": "local.alefita_way",
+            "channel": "commentary", "status": "in_progress", "metadata": {},
+            "content": {"content_type": "code", "language": "json", "text": ""}}  # fmt: skip
+    frames = [
+        'event: delta_encoding\ndata: "v1"\n\n',
+        delta({"p": "", "o": "add", "v": {"message": call, "conversation_id": "c1"}, "c": 0}),
+        delta({"p": "/message/content/text", "o": "append", "v": pieces[0]}),
+        *(delta({"v": piece}) for piece in pieces[1:]),
+    ]
+    if not cut:
+        frames += [delta({"p": "/message/status", "o": "replace", "v": "finished_successfully"}),
+                   "data: [DONE]\n\n"]  # fmt: skip
+    return "".join(frames).encode()
+
+
+@pytest.mark.parametrize("size", [7, 1 << 20])
+@pytest.mark.parametrize("cut", [False, True])
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ['{"api_key": "', "{secret}", '"}'],
+        ['{"password": "{secret}"}'],
+        ['{"city": "Lisboa", "Access-Token', '": "{se', 'cret}", "n": 1}'],
+    ],
+)
+def test_a_secret_keys_value_in_streamed_call_arguments_is_redacted(
+    tmp_path: Path, pieces: list[str], cut: bool, size: int
+) -> None:
+    """A call's arguments are JSON text streamed in pieces: a value under a secret key there
+    (not shaped like a key of any service) was kept in clear in the raw events and the
+    message's JSON, finished or cut short; only the call's own row was redacted."""
+    secret = "CANARYargs" + "x7" * 10
+    body = call_stream([p.replace("{secret}", secret).replace("{se", secret[:6])
+                        .replace("cret}", secret[6:]) for p in pieces], cut=cut)  # fmt: skip
+    assert secret.encode() in body.replace(b'", "v": "', b"").replace(
+        b'"}\n\nevent: delta\ndata: {"v": "', b""
+    )
+    db = tmp_path / "args.db"
+    record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
+    assert secret.encode() not in db.read_bytes()
+    assert secret[:6].encode() + secret[6:12].encode() not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
+    assert "<redacted:" in text
+    decoded = message_text(decode_turn([stored.encode()]).decoder.messages["call-1"])
+    assert "<redacted:" in decoded and secret[:6] not in decoded  # the raw events still decode

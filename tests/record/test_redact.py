@@ -6,7 +6,7 @@ import json
 import tracemalloc
 
 import pytest
-from convtap.record.redact import Redactor, hints, is_secret_key, value_hints
+from convtap.record.redact import Redactor, hints, is_secret_key, keyed_secrets, value_hints
 
 
 def test_secret_keys_anywhere_are_replaced_by_a_keyed_hash() -> None:
@@ -102,3 +102,21 @@ def test_lines_the_decoder_does_not_read_with_a_hint_are_placeholders(text: str)
     assert redactor.unread(text) == _unread_line_by_line(redactor, text)
     if "CANARY" in text or "eyJ" in text:
         assert "CANARY" not in redactor.unread(text) and "eyJ" not in redactor.unread(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"api_key": "abc", "city": "Lisboa"}', ["abc"]),
+        ('{"city": "Lisboa", "password": "hun\\"ter', ['hun\\"ter']),  # cut short, an escape
+        ('{"api\\u005fkey": "abc"}', ["abc"]),  # a key hidden by an escape
+        ('{"Access-Token" : "t1", "n": {"secret": "s2"}}', ["t1", "s2"]),
+        ('{"token": "<redacted:0123456789ab>"}', []),  # already a placeholder
+        ('{"tokens": "many", "note": "a token is here"}', []),  # not secret keys; prose
+        ('{"token": 12}', []),  # not a string
+    ],
+)
+def test_keyed_secrets_finds_secret_keys_values_in_json_text(text: str, found: list[str]) -> None:
+    spans = keyed_secrets(text)
+    assert [secret for _, _, secret in spans] == found
+    assert all(text[start:end] == secret for start, end, secret in spans)

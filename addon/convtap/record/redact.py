@@ -252,10 +252,27 @@ def _outside_markers(
     }
 
 
-def find_secrets(text: str) -> list[tuple[int, int, str]]:
-    """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart."""
+# A JSON string and, after its colon, the string that is its value, in JSON text that may be cut
+# short (a call's arguments as they stream): the value runs to its closing quote or to the end.
+_KEY_VALUE = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*:\s*"((?:[^"\\\n]|\\.)*)')
+
+
+def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Where the string values of secret keys sit in JSON text, whole or cut short, as JSON text
+    (escapes kept): (start, end, secret), in order. Look for `hints` first: this is a regex."""
+    found = []
+    for match in _KEY_VALUE.finditer(text):
+        value = match.group(2)
+        if value and is_secret_key(_unescaped(match.group(1))) and not _is_placeholder(value):
+            found.append((*match.span(2), value))
+    return found
+
+
+def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
+    """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
+    `keyed`: the text may be JSON text, and the values of its secret keys count too."""
     low = text.lower()
-    found: list[tuple[int, int, str]] = []
+    found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
     for pattern in VALUE_PATTERNS:
         if not any(hint in low for hint in pattern.hints):
             continue
@@ -333,9 +350,10 @@ class Redactor:
 
     # -- values ----------------------------------------------------------------------------------
 
-    def scrub(self, text: str) -> str:
-        """Plain text with every secret-shaped value replaced."""
-        spans = find_secrets(text)
+    def scrub(self, text: str, *, keyed: bool = False) -> str:
+        """Plain text with every secret-shaped value replaced (`keyed`: and, in JSON text that
+        may be cut short, every secret key's string value)."""
+        spans = find_secrets(text, keyed=keyed)
         if not spans:
             return text
         out, cursor = [], 0
@@ -385,18 +403,21 @@ class Redactor:
         if isinstance(value, list):
             return [self._walk(item, scrub) for item in value]
         if isinstance(value, str):
-            if value[:1] == "{" and value[-1:] == "}":  # JSON in a string: a call's arguments
+            if value[:1] == "{":  # JSON in a string: a call's arguments (maybe cut short)
                 return self._json_text(value, scrub)
             if scrub:
                 return self.scrub(value)
         return value
 
     def _json_text(self, text: str, scrub: bool) -> str:
-        """JSON text inside a string, redacted as JSON (its keys count) when it parses."""
+        """JSON text inside a string, redacted as JSON (its keys count) when it parses; when it
+        does not (a call's arguments cut short), its secret keys' values are found by their
+        look."""
         try:
             value = loads(text)
         except (ValueError, RecursionError):
-            return self.scrub(text) if scrub else text
+            keyed = hints(text)[0]
+            return self.scrub(text, keyed=keyed) if scrub or keyed else text
         redacted = self._walk(value, scrub)
         return text if redacted == value else dumps(redacted) or text
 
@@ -417,7 +438,7 @@ class Redactor:
         else:
             keys, scrub = hints(raw)
         stored = self._walk(message, scrub) if keys or scrub else message
-        if text[:1] == "{" and text[-1:] == "}":
+        if text[:1] == "{":
             text = self._json_text(text, scrub)
         elif scrub:
             text = self.scrub(text)
@@ -544,7 +565,7 @@ class ClearText(Redactor):
     def placeholder(self, secret: str | bytes) -> str:
         return secret if isinstance(secret, str) else secret.decode("utf-8", "replace")
 
-    def scrub(self, text: str) -> str:
+    def scrub(self, text: str, *, keyed: bool = False) -> str:
         return text
 
     def json(self, value: Any) -> Any:

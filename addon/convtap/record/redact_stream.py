@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.record.redact import Redactor, StreamState, find_secrets, hints, value_hints
+from convtap.record.redact import Redactor, StreamState, find_secrets, hints, keyed_secrets
 from convtap.wire.delta import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.responses import delta_text
@@ -94,7 +94,11 @@ class StreamRedaction:
             rest = "".join(appended.others) + "".join(appended.paths)
         window = self.tail + pieces
         keys, values = hints(rest)
-        values = values or value_hints(window)
+        # The appended text may be JSON text (a call's arguments): a secret key named there
+        # counts, once its look is confirmed (prose says "token" often).
+        appended_keys, appended_values = hints(window)
+        values = values or appended_values
+        keys = keys or (appended_keys and bool(keyed_secrets(window)))
         self.tail = window[-TAIL:]
         self.hinted(keys, values)
         if keys or values or self.state.secret_path:
@@ -181,7 +185,7 @@ class StreamRedaction:
         if not run:
             return
         whole = "".join(piece for _, piece, _ in run)
-        spans = find_secrets(whole)
+        spans = find_secrets(whole, keyed=hints(whole)[0])
         if not spans:
             return
         start = 0
