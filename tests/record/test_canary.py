@@ -188,6 +188,11 @@ def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> Non
     assert rest.encode() not in db.read_bytes()
 
 
+def raw_events(conn: sqlite3.Connection) -> str:
+    """The raw events a capture keeps, in order, as one SSE text."""
+    return "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+
+
 def record_stream(db: Path, path: str, request: bytes, body: bytes, size: int) -> None:
     """One streamed answer to `POST path` through the recorder, `size` bytes at a time."""
     recorder = LocalRecorder(str(db), redact=True, echo="off")
@@ -232,7 +237,7 @@ def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(
     raw = db.read_bytes()
     assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
     with sqlite3.connect(db) as conn:  # the raw events still decode, to the redacted text
-        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
     assert message_text(decode_turn([stored.encode()]).decoder.messages["m1"]) == text
 
 
@@ -264,7 +269,7 @@ def test_a_secret_cut_across_responses_deltas_is_redacted(tmp_path: Path, size: 
     raw = db.read_bytes()
     assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
     with sqlite3.connect(db) as conn:
-        stored = "".join(text for (text,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
     deltas = [json.loads(line[6:])["delta"] for line in stored.splitlines()
               if line.startswith("data: ") and "output_text.delta" in line]  # fmt: skip
     text = "".join(deltas)
@@ -288,7 +293,7 @@ def test_a_secret_beside_a_responses_delta_is_redacted(tmp_path: Path, field: st
     record_stream(db, "/v1/responses", request, body, 1 << 20)
     assert secret.encode() not in db.read_bytes()
     with sqlite3.connect(db) as conn:
-        stored = "".join(text for (text,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
     (delta,) = [json.loads(line[6:]) for line in stored.splitlines()
                 if line.startswith("data: ") and "output_text.delta" in line]  # fmt: skip
     assert re.fullmatch(r"<redacted:[0-9a-f]{12}>", delta[field].strip()), delta
@@ -317,7 +322,7 @@ def test_a_secret_in_a_line_the_decoder_does_not_read_is_redacted(
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
     assert secret.encode() not in db.read_bytes()
     with sqlite3.connect(db) as conn:
-        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
         ((count,),) = conn.execute("SELECT event_count FROM turns").fetchall()
     assert re.search(r"\n: <redacted:[0-9a-f]{12}>\ndata: 1\n", stored), stored
     assert count == 8 == decode_turn([stored.encode()]).decoder.event_count
@@ -355,7 +360,7 @@ def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) 
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
     assert secret.encode() not in db.read_bytes()
     with sqlite3.connect(db) as conn:
-        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
     assert ": ping - 2026-11-30 17:00:00.000000+00:00\n" in stored
     assert re.search(r"\n: <redacted:[0-9a-f]{12}>\n", stored)
@@ -463,7 +468,7 @@ def test_a_secret_key_in_an_event_that_is_not_json_is_redacted(
     assert token.encode() not in db.read_bytes()
     with sqlite3.connect(db) as conn:
         ((errors,),) = conn.execute("SELECT errors FROM turns").fetchall()
-        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
     assert [e["kind"] for e in json.loads(errors)] == ["malformed-json"]
     assert re.search(r"\ndata: <redacted:[0-9a-f]{12}>\n", stored), stored
 
@@ -513,7 +518,7 @@ def test_a_secret_keys_value_in_streamed_call_arguments_is_redacted(
     assert secret.encode() not in db.read_bytes()
     assert secret[:6].encode() + secret[6:12].encode() not in db.read_bytes()
     with sqlite3.connect(db) as conn:
-        stored = "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+        stored = raw_events(conn)
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
     assert "<redacted:" in text
     decoded = message_text(decode_turn([stored.encode()]).decoder.messages["call-1"])
