@@ -47,7 +47,7 @@ from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
 from convtap.wire.jsonvalue import dumps, loads
-from convtap.wire.sse import SSEEvent, format_event
+from convtap.wire.sse import UNREAD_LINE, SSEEvent, format_event
 
 PLACEHOLDER_PREFIX = "<redacted:"
 _PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
@@ -191,8 +191,6 @@ _HARMLESS_BYTES = [h.encode() for h in _HARMLESS_FOLDED]
 _LONGEST = max(len(w.encode()) for w in _WORDS)
 _WINDOW = 1 << 16  # bytes searched at once
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
-# where a line the SSE decoder does not read starts: not data, not event, not blank (as wire.sse)
-_UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 
 
 def _unescaped(text: str) -> str:
@@ -490,7 +488,7 @@ class Redactor:
         """SSE text whose lines that the decoder never reads (comments `: …`, such as the
         server's pings; fields other than data and event; lines of no field) hold a hint of a
         secret, with each such line replaced by a comment holding a placeholder."""
-        starts = [m.end() for m in _UNREAD_LINE.finditer(text)]
+        starts = [m.end() for m in UNREAD_LINE.finditer(text)]
         lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
                  for start in starts]  # fmt: skip
         if not any(hints("\n".join(text[a:b] for a, b in lines))):  # all at once: mostly pings

@@ -28,8 +28,10 @@ OVERSIZED = "\nevent-too-large"
 # The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
 _SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
 # A line the decoder does not read: a comment (`: …`), a field other than data and event (`id`,
-# `retry`, unknown ones), a line of no field; its start (the line end before it, or none).
-_UNREAD = re.compile(rb"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
+# `retry`, unknown ones), a line of no field; its start (the line end before it, or none). In
+# text (the recorder redacts such lines) and in bytes (the parser says it took some in).
+UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
+_UNREAD = re.compile(UNREAD_LINE.pattern.encode())
 # Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
 # with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
 # only JSON's escapes). Runs of them are not split into events (see `BareRun`).
