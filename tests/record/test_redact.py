@@ -114,6 +114,7 @@ def test_lines_the_decoder_does_not_read_with_a_hint_are_placeholders(text: str)
         ('{"token": "<redacted:0123456789ab>"}', []),  # already a placeholder
         ('{"tokens": "many", "note": "a token is here"}', []),  # not secret keys; prose
         ('{"token": 12}', []),  # not a string
+        ('{"note": "' + '\\"' * 5000 + '", "token": "t3"}', ["t3"]),  # escaped quotes, read once
     ],
 )
 def test_keyed_secrets_finds_secret_keys_values_in_json_text(text: str, found: list[str]) -> None:

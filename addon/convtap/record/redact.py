@@ -250,19 +250,26 @@ def _outside_markers(
     }
 
 
-# A JSON string and, after its colon, the string that is its value, in JSON text that may be cut
-# short (a call's arguments as they stream): the value runs to its closing quote or to the end.
-_KEY_VALUE = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*:\s*"((?:[^"\\\n]|\\.)*)')
+# A JSON string, in JSON text that may be cut short (a call's arguments as they stream): it runs
+# to its closing quote, else to the line's or the text's end. Read one after the other, strings
+# are never begun inside another (at an escaped quote): one pass, whatever the text.
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"?')
+_COLON = re.compile(r"\s*:\s*")
 
 
 def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
     """Where the string values of secret keys sit in JSON text, whole or cut short, as JSON text
-    (escapes kept): (start, end, secret), in order. Look for `hints` first: this is a regex."""
+    (escapes kept): (start, end, secret), in order. Look for `hints` first."""
     found = []
-    for match in _KEY_VALUE.finditer(text):
-        value = match.group(2)
-        if value and is_secret_key(_unescaped(match.group(1))) and not _is_placeholder(value):
-            found.append((*match.span(2), value))
+    key: re.Match[str] | None = None  # the string before, if a colon follows it
+    for string in _JSON_STRING.finditer(text):
+        value = string.group(1)
+        if (
+            key is not None and _COLON.fullmatch(text, key.end(), string.start())
+            and value and is_secret_key(_unescaped(key.group(1))) and not _is_placeholder(value)
+        ):  # fmt: skip
+            found.append((*string.span(1), value))
+        key = string
     return found
 
 
