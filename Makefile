@@ -9,7 +9,7 @@ CLIENTS ?= .venv-clients
 CLIENTS_STAMP := $(CLIENTS)/.installed
 CODEX_VERSION := 0.171.0
 
-.PHONY: demo test lint dist bench goldens schemas clean
+.PHONY: demo test lint dist bench goldens schemas docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -59,6 +59,11 @@ goldens: $(STAMP)
 
 schemas: $(STAMP)
 	$(BIN)/convtap schemas
+
+# docs/rules.md is generated from the rule registry (a test fails when it is out of date).
+docs: $(STAMP)
+	$(BIN)/python -m convtap.contract.ruledoc > docs/rules.md.tmp
+	mv docs/rules.md.tmp docs/rules.md
 
 clean:
 	rm -rf $(VENV) $(CLIENTS) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build

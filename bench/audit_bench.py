@@ -2,7 +2,7 @@
 
     python bench/audit_bench.py [--sizes 10000 30000 100000]
 
-Each capture holds N seed-shaped sessions: the turn declaring `alefita_way` and `handoff`, the
+Each capture holds N contract-shaped sessions: the turn declaring `alefita_way` and `handoff`, the
 call, a prepare, the return (one in ten with a contract breach), the call and return messages.
 The audit replays the whole capture and rewrites its findings; linear time shows as a flat
 calls-per-second column.
@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from convtap.ingest.capture import audit_capture
 from convtap.mock.refclient import signatures
-from convtap.record.capture import audit_capture
-from convtap.record.store import connect, insert_sql
+from convtap.store.database import connect, insert_sql
 from convtap.wire.jsonvalue import dumps
 
 SIGNATURES = signatures()

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the checkout's `tests` importable
     sys.path.insert(0, str(ROOT))
 
-from convtap.record.journal import journal_dir  # noqa: E402
+from convtap.journal.segments import journal_dir  # noqa: E402
 
 from tests.harness import burst_bodies, burst_upstream, record, send_burst  # noqa: E402
 

@@ -154,9 +154,10 @@ def decoder(chunk: int) -> Callable[[list[bytes]], int]:
             for i in range(0, len(body), chunk):
                 t.feed(body[i : i + chunk])
             t.close()
-            calls = t.tool_calls()
-            assert calls and calls[0].complete and not t.decoder.errors, "the decoder went wrong"
-            count += t.decoder.event_count
+            summary = t.summary()
+            calls = summary.tool_calls()
+            assert calls and calls[0].complete and not summary.errors, "the decoder went wrong"
+            count += summary.event_count
         return count
 
     return run
@@ -241,17 +242,16 @@ def responses_stream(rng: random.Random, n: int) -> bytes:
 
 
 def responses_decoder(chunk: int) -> Callable[[list[bytes]], int]:
-    from convtap.wire.responses import ResponsesDecoder
-    from convtap.wire.sse import SSEParser
+    from convtap.wire.responses import ResponsesStream
 
     def run(bodies: list[bytes]) -> int:
         count = 0
         for body in bodies:
-            decoder, parser = ResponsesDecoder(), SSEParser()
+            stream = ResponsesStream()
             for i in range(0, len(body), chunk):
-                for event in parser.feed(body[i : i + chunk]):
-                    decoder.feed(event)
-            parser.close()
+                stream.feed(body[i : i + chunk])
+            stream.end_leg()
+            decoder = stream.decoder
             assert decoder.tool_calls() and not decoder.errors, "the decoder went wrong"
             count += decoder.event_count
         return count

@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the checkout's `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from convtap.record.events import (  # noqa: E402
+from convtap.journal.events import (  # noqa: E402
     BodyChunk,
     RequestSeen,
     ResponseEnded,
     ResponseStarted,
 )
-from convtap.record.worker import LocalRecorder  # noqa: E402
+from convtap.record.local import LocalRecorder  # noqa: E402
 
 from bench.decode_bench import generate  # noqa: E402
 from tests.harness import peak_mb_while  # noqa: E402

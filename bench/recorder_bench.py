@@ -29,14 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the checkout's `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from convtap.record.events import (  # noqa: E402
+from convtap.journal.events import (  # noqa: E402
     BodyChunk,
     RecorderEvent,
     RequestSeen,
     ResponseEnded,
     ResponseStarted,
 )
-from convtap.record.journal import JournalWriter, journal_dir  # noqa: E402
+from convtap.journal.segments import JournalWriter, journal_dir  # noqa: E402
 from convtap.record.worker import JournalConsumer  # noqa: E402
 from convtap.wire.turn import TurnDecoder  # noqa: E402
 
@@ -86,7 +86,7 @@ def decoder_only(bodies: list[bytes]) -> float:
 def secret_scans(bodies: list[bytes]) -> tuple[float, float]:
     """MB/s of detect-secrets' own scanner (its default plugins, line by line, on 1 MB) and of
     convtap's redaction check of the same stream (every chunk, as the recorder looks at it)."""
-    from convtap.record.redact import hints, value_hints
+    from convtap.redact.redactor import hints, value_hints
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
 

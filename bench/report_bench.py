@@ -3,7 +3,7 @@ opened from disk in Debian's headless Chromium.
 
     python bench/report_bench.py [--sizes 1000 10000]
 
-Each capture is bench/audit_bench.py's (N seed-shaped sessions: a call, a prepare, a return,
+Each capture is bench/audit_bench.py's (N contract-shaped sessions: a call, a prepare, a return,
 one in ten breaking the contract), with each session's two turns, its return and the
 continuation recorded as the recorder would, then audited. The page is written (time, and the
 peak of Python memory while writing it, which stays flat: the capture is streamed), then
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from audit_bench import build, session
-from convtap.record.capture import audit_capture
-from convtap.record.store import connect, insert_sql
+from convtap.ingest.capture import audit_capture
 from convtap.report.page import write_report
+from convtap.store.database import connect, insert_sql
 from convtap.wire.jsonvalue import dumps
 
 ROOT = Path(__file__).resolve().parents[1]

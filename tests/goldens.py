@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from convtap.record.redact import Redactor
+from convtap.redact.redactor import Redactor
 from convtap.wire.turn import decode_turn
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "captures" / "examples" / "sse"

@@ -1,4 +1,5 @@
-"""Request bodies and captures for tests, built the way a client builds them (seed 000)."""
+"""Request bodies and captures for tests, built the way a client builds them (docs/protocol.md,
+"Local tool calls" and "The tool return contract")."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# The seed's examples; the two signatures the mock declares ship inside the package.
+# The examples of docs/protocol.md; the two signatures the mock declares ship inside the package.
 SEED_DIRS = (ROOT / "captures" / "examples" / "seed", ROOT / "addon" / "convtap" / "mock" / "seed")
 SSE = Path(__file__).resolve().parent.parent / "captures" / "examples" / "sse"
 CONV = "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"
@@ -49,7 +50,7 @@ def user_turn(
 def tool_return(
     call_id: str = CALL_ID, conversation_id: str = CONV, **changes: Any
 ) -> dict[str, Any]:
-    """The seed's return record, as the client's builder sends it (hidden flag set)."""
+    """The observed return record, as the client's builder sends it (hidden flag set)."""
     message = seed("return_message")
     message["id"] = str(uuid.uuid4())
     body = {
@@ -91,7 +92,7 @@ def har_entry(
 
 
 def call_and_return_har() -> dict[str, Any]:
-    """The seed's flow as a HAR: the turn that calls alefita_way, then the return."""
+    """The example session as a HAR: the turn that calls alefita_way, then the return."""
     url = "https://chatgpt.com/backend-api/f/conversation"
     return {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "entries": [
         har_entry(url, user_turn(), (SSE / "alefita_way_call.sse").read_bytes(),

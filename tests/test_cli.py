@@ -172,9 +172,9 @@ def test_traffic_left_in_the_journal_is_said_and_caught_up(tmp_path: Path) -> No
     journal: the commands that read the capture say so, and `record --catch-up` records it."""
     import os
 
-    from convtap.record.journal import hold, journal_dir
+    from convtap.journal.segments import hold, journal_dir
 
-    from tests.record.test_journal import consume, interleaved, snapshot, write_journal
+    from tests.journal.test_journal import consume, interleaved, snapshot, write_journal
 
     whole, db = tmp_path / "whole.db", tmp_path / "c.db"
     for path in (whole, db):

@@ -34,7 +34,7 @@ def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> Non
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
     assert tops == {"convtap"}
     for data in ("convtap/contract/rules.toml", "convtap/mock/scenarios/alefita_way.json",
-                 "convtap/mock/seed/signature_handoff.json", "convtap/record/datasette.json",
+                 "convtap/mock/seed/signature_handoff.json", "convtap/store/datasette.json",
                  "convtap/proxy/script.py", "convtap/py.typed"):  # fmt: skip
         assert data in names
 

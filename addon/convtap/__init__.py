@@ -10,5 +10,5 @@ in `make lint`):
     record    the recorder (fed typed events), redaction, the store, readers of capture files
     contract  the rules (one function per rule id), the audit, report formats
     wire      SSE framing, delta v1, the WebSocket turn topic, turns, the Responses stream
-    models    pydantic models of the seeds' wire types
+    models    pydantic models of the wire types
 """

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
-from convtap.record.store import DEFAULT_DB
+from convtap.store.database import DEFAULT_DB
 from convtap.wire.jsonvalue import allow_deep_json
 
 MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
@@ -68,8 +68,8 @@ def fail(message: str) -> NoReturn:
 def say_unrecorded(db: Path) -> None:
     """One line on stderr when traffic captured for `db` is not in it yet (in its journal):
     what a command shows of it may miss that traffic."""
-    from convtap.record.capture import unrecorded
-    from convtap.record.store import StoreError
+    from convtap.ingest.capture import unrecorded
+    from convtap.store.database import StoreError
 
     try:
         left = unrecorded(db)
@@ -123,8 +123,8 @@ def decode(
       convtap decode captures/examples/sse/alefita_way_call.sse
       convtap decode --format json body.sse resume.sse --ws frames.jsonl
     """
-    from convtap.record.decoding import DecodeInputError
-    from convtap.record.decoding import decode as decode_files
+    from convtap.ingest.decoding import DecodeInputError
+    from convtap.ingest.decoding import decode as decode_files
 
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
@@ -230,11 +230,11 @@ def record(
     """
     from mitmproxy.tools.main import mitmdump
 
+    from convtap.journal.segments import JournalError, check_free, journal_dir
     from convtap.proxy.addon import FAILURES
-    from convtap.record.journal import JournalError, check_free, journal_dir
     from convtap.record.queued_output import QueuedOutput
-    from convtap.record.store import StoreError, check_database
     from convtap.record.worker import catch_up as record_journal
+    from convtap.store.database import StoreError, check_database
 
     if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
         click.echo(f"nothing to catch up: no journal beside {db}")
@@ -290,8 +290,8 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
       convtap import session.har --db captures/audit.db
       convtap import flows.mitm body.sse
     """
-    from convtap.record.capture import import_into
-    from convtap.record.store import StoreError
+    from convtap.ingest.capture import import_into
+    from convtap.store.database import StoreError
 
     for path in files:
         if not path.is_file():
@@ -340,8 +340,8 @@ def export(db: Path, output: Path, shape_only: bool) -> None:
       convtap export --db captures/capture.db --output session.har
       convtap export --shape-only --output shape.har   # to share with a bug report
     """
-    from convtap.record.export import export_har
-    from convtap.record.store import StoreError
+    from convtap.export.har import export_har
+    from convtap.store.database import StoreError
 
     try:
         count = export_har(db, output, shape_only=shape_only)
@@ -360,8 +360,8 @@ def reprocess(db: Path) -> None:
 
     Flows and raw events stay; turns, messages, calls, returns and findings are rebuilt.
     """
-    from convtap.record.replay import reprocess_db
-    from convtap.record.store import StoreError
+    from convtap.ingest.replay import reprocess_db
+    from convtap.store.database import StoreError
 
     try:
         count = reprocess_db(db)
@@ -382,8 +382,8 @@ def calls(db: Path, fmt: str) -> None:
     Example:
       convtap calls --db captures/capture.db
     """
-    from convtap.record.capture import ledger
-    from convtap.record.store import StoreError
+    from convtap.ingest.capture import ledger
+    from convtap.store.database import StoreError
 
     try:
         rows = ledger(db)
@@ -456,8 +456,8 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
     """
     from convtap.contract.formats import render
     from convtap.contract.registry import SEVERITIES, registry
-    from convtap.record.capture import audit_capture
-    from convtap.record.store import StoreError
+    from convtap.ingest.capture import audit_capture
+    from convtap.store.database import StoreError
 
     unknown = sorted(set(rules) - set(registry()))
     if unknown:
@@ -553,8 +553,8 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
       convtap diff --against-schemas captures/capture.db
     """
     from convtap.diff.compare import LEVELS, capture_shapes, compare, drift, render
-    from convtap.record.readers import CaptureError
-    from convtap.record.store import StoreError
+    from convtap.ingest.readers import CaptureError
+    from convtap.store.database import StoreError
 
     wanted = 1 if against_schemas else 2
     if len(captures) != wanted:
@@ -671,8 +671,8 @@ def demo(db: Path) -> None:
     """Run the main job end to end on 127.0.0.1: the mock, the recorder in front of it, the
     reference client answering a tool call correctly and then wrongly; print the call ledger."""
     from convtap.contract.formats import render
+    from convtap.ingest.capture import audit_capture, ledger
     from convtap.mock.demo import run_demo
-    from convtap.record.capture import audit_capture, ledger
 
     run_demo(db, click.echo)
     result = audit_capture(db)
@@ -706,8 +706,8 @@ def report(db: Path, output: Path | None) -> None:
       convtap report --db captures/capture.db        # writes captures/capture.db.html
       convtap report --db ci.db --output convtap-report.html
     """
-    from convtap.record.store import StoreError
     from convtap.report.page import ReportError, report_path, write_report
+    from convtap.store.database import StoreError
 
     try:
         path = write_report(db, output or report_path(db))
@@ -725,7 +725,7 @@ def datasette_metadata() -> None:
     Example:
       datasette captures/capture.db -m "$(convtap datasette-metadata)"
     """
-    from convtap.record.store import DATASETTE
+    from convtap.store.database import DATASETTE
 
     click.echo(str(DATASETTE))
 

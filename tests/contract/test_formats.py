@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import jsonschema
 import pytest
-from convtap.record.capture import import_into
+from convtap.ingest.capture import import_into
 
 from tests.runner import convtap
 

@@ -1,4 +1,4 @@
-"""The rule registry: every rule's failing and passing fixture, the seed's own return, the docs."""
+"""The rule registry: every rule's failing and passing fixture, the observed return, the docs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from convtap.contract.registry import SEVERITIES, registry
-from convtap.record.capture import audit_capture, import_into
+from convtap.ingest.capture import audit_capture, import_into
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "captures" / "examples" / "rules"
@@ -57,20 +57,45 @@ def test_every_rule_fires_on_its_failing_fixture_and_not_on_its_passing_one(
     assert passing == [], f"a passing fixture should be clean: {passing}"
 
 
-def test_the_seeds_own_return_record_passes_every_error_rule(tmp_path: Path) -> None:
-    """seed 000 §3's record, as printed (metadata {}), answering the §2 call."""
+def test_the_observed_return_record_passes_every_error_rule(tmp_path: Path) -> None:
+    """The record of docs/protocol.md, "The tool return contract", as printed there (metadata
+    {}), answering the call of "Local tool calls"."""
     har = json.loads((FIXTURES / "return-hidden" / "fail.har").read_text())
     seed_return = json.loads((ROOT / "captures" / "examples" / "seed" / "return_message.json")
                              .read_text())  # fmt: skip
     request = json.loads(har["log"]["entries"][4]["request"]["postData"]["text"])
-    assert request["messages"] == [seed_return]  # the fixture carries the seed's record as is
+    assert request["messages"] == [seed_return]  # the fixture carries that record as is
     path = tmp_path / "seed.har"
     path.write_text(json.dumps(har))
     assert audit_fixture(path, tmp_path) == ["return-hidden"]  # a warning, no error
 
 
-def test_readme_documents_every_rule_as_the_registry_says() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("| rule | severity | what must hold |", 1)[1].split("\n\n", 1)[0]
-    documented = dict(re.findall(r"^\| `([a-z-]+)` \| (error|warning|info) \|", table, re.M))
-    assert documented == {r.id: r.severity for r in registry().values()}
+def test_the_docs_document_every_rule_as_the_registry_says() -> None:
+    """The rules table (in docs/rules.md since README.md links to it) lists every rule with its
+    severity, once."""
+    docs = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))])
+    tables = docs.split("| rule | severity | what must hold |")
+    assert len(tables) == 2, "exactly one rules table in README.md and docs/"
+    table = tables[1].split("\n\n", 1)[0]
+    rows = re.findall(
+        r"^\| \[?`([a-z-]+)`\]?(?:\(#[a-z-]+\))? \| (error|warning|info) \|", table, re.M
+    )
+    assert len(rows) == len(dict(rows))
+    assert dict(rows) == {r.id: r.severity for r in registry().values()}
+
+
+def test_a_rule_marks_a_field_of_the_answer_it_checks() -> None:
+    """`marks` (the field the report highlights) is declared only by rules checked on an answer
+    (a return, a Responses output, a request's tools), and every rule named after a field of
+    the return has one that names it."""
+    from convtap.contract import registry as reg
+    from convtap.contract.responses import OutputFacts, ToolsFacts
+    from convtap.contract.returns import ReturnFacts
+
+    facts = {rule_id: kind for rule_id, (kind, _) in reg._CHECKS.items()}
+    marked = {rule.id: rule.marks for rule in registry().values() if rule.marks}
+    assert marked, "no rule marks a field"
+    for rule_id in marked:
+        assert issubclass(facts[rule_id], ReturnFacts | OutputFacts | ToolsFacts), rule_id
+    for field in ("recipient", "channel", "status", "weight", "end-turn", "language"):
+        assert marked[f"return-{field}"][-1] == field.replace("-", "_")

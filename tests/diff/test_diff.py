@@ -125,12 +125,30 @@ def test_markdown_and_against_schemas_from_the_command_line() -> None:
     assert {c["check"] for c in json.loads(drifted.stdout)["changes"]} >= {"unknown-op"}
 
 
-def test_readme_lists_every_check_with_its_level() -> None:
+def test_the_docs_list_every_check_with_its_level() -> None:
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    readme = readme.split("| check | level | why |", 1)[1].split("\n\n", 1)[0]
-    documented = dict(
-        re.findall(r"^\| `([a-z-]+)` \| (breaking|non-breaking|info) \|", readme, re.M)
-    )
+    # README.md links to docs/commands.md, which holds the table
+    docs = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))])
+    tables = docs.split("| check | level | why |")
+    assert len(tables) == 2, "exactly one table of the diff's checks in README.md and docs/"
+    table = tables[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([a-z-]+)` \| (breaking|non-breaking|info) \|", table, re.M)
+    documented = dict(rows)
+    assert len(rows) == len(documented)
     assert documented == {check: level for check, (level, _) in CHECKS.items()}
+
+
+def test_the_declared_checks_are_the_checks_the_diff_makes() -> None:
+    """checks.toml and the code are one to one: every id `compare` can report is declared (with
+    a level and a why), and every declared one is reported somewhere."""
+    import re
+
+    import convtap.diff.compare as compare_module
+
+    source = Path(compare_module.__file__).read_text()
+    ids = re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source)  # every hyphenated string literal
+    ends = ("-added", "-removed", "-changed", "-optional", "-required")
+    used = {word for word in ids if word.endswith(ends) or word.startswith("unknown-")}
+    assert used == set(CHECKS)
+    assert all(level in LEVELS and why for level, why in CHECKS.values())

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from convtap.record.journal import hold, journal_dir
-from convtap.record.store import check_database
+from convtap.journal.segments import hold, journal_dir
 from convtap.record.worker import NICE
+from convtap.store.database import check_database
 
 from tests.harness import (
     ADDON,

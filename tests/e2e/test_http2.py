@@ -80,5 +80,5 @@ def test_http2_to_the_client_and_to_the_upstream(tmp_path: Path) -> None:
         ("conversation", 200, "complete")
     ]
     assert proxy.rows("SELECT tool, complete FROM tool_calls") == [("alefita_way", 1)]
-    dispatched = decode_turn([sent]).decoder.event_index
+    dispatched = decode_turn([sent]).dispatched
     assert proxy.rows("SELECT sum(count) FROM events") == [(dispatched,)]

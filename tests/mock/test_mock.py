@@ -60,7 +60,8 @@ def test_the_reference_client_completes_every_scenario(name: str, gzip: bool) ->
     assert node["parent"] == summary.call_id  # the tool node, under the call
     assert node["message"]["author"]["role"] == "tool"
     assert mapping[summary.call_id]["message"]["recipient"] == f"local.{summary.tool}"
-    # The server received the return exactly as seed 000 §3 says.
+    # The server received the return exactly as docs/protocol.md, "The tool return contract"
+    # says.
     ret = posts[-1]["body"]
     assert ret["parent_message_id"] == summary.call_id
     assert ret["conversation_id"] == summary.conversation_id
@@ -104,7 +105,7 @@ def stream(server: MockServer, **headers: str) -> tuple[http.client.HTTPResponse
 def read_events(chunks: Iterator[bytes], turn: TurnDecoder, count: int) -> None:
     """Feed chunks until `count` events are decoded. Blocks on the socket: if the server held
     back what it had sent, this would time out instead of returning."""
-    while turn.decoder.event_count < count:
+    while turn.summary().event_count < count:
         turn.feed(next(chunks))
 
 
@@ -123,13 +124,13 @@ def test_hold_after_sends_the_first_events_and_waits_for_the_go_ahead(gzip: bool
         chunks = chunks_of(response, gzip)
         read_events(chunks, turn, 3)  # with gzip: decodable at once, thanks to Z_SYNC_FLUSH
         assert server.wait_held(1)  # the server is parked at its hold point ...
-        assert turn.decoder.event_count == 3 and not turn.decoder.done  # ... with 3 events out
+        assert turn.summary().event_count == 3 and not turn.summary().done  # ... with 3 events out
         server.go()
         for chunk in chunks:
             turn.feed(chunk)
         turn.end_leg()
         conn.close()
-    assert turn.decoder.done and turn.decoder.stream_complete and not turn.truncated
+    assert turn.summary().done and turn.summary().stream_complete and not turn.summary().truncated
 
 
 def test_the_go_endpoint_releases_a_held_stream() -> None:
@@ -144,7 +145,7 @@ def test_the_go_endpoint_releases_a_held_stream() -> None:
         for chunk in chunks:
             turn.feed(chunk)
         conn.close()
-    assert turn.decoder.done
+    assert turn.summary().done
 
 
 def test_die_after_cuts_the_stream_and_the_client_resumes() -> None:
@@ -166,7 +167,7 @@ def test_a_cut_body_ends_without_done() -> None:
             pass  # no terminating chunk: the socket was closed mid-body
         turn.end_leg()
         conn.close()
-    assert turn.truncated and not turn.decoder.done and turn.decoder.event_count > 0
+    assert turn.summary().truncated and not turn.summary().done and turn.summary().event_count > 0
 
 
 def test_tls_with_the_written_certificate(tmp_path: Path) -> None:
@@ -208,7 +209,7 @@ def test_chunks_split_anywhere_and_inside_utf8() -> None:
 
 def test_the_command_prints_its_address_and_stops_on_sigterm() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "convtap.mock.server", "--port", "0", "--scenario", "plain"]
+    command = [sys.executable, "-m", "convtap", "mock", "--port", "0", "--scenario", "plain"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO) as proc:
         try:
             assert proc.stdout is not None

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 ROOT = Path(__file__).resolve().parents[2]
 
 NAMES = ["plain", "alefita_way", "handoff", "websocket", "resume", "weather", "declared"]
-SEED_ARGS = {"message": "segundo eco do caminho"}  # seed 000 §2
+SEED_ARGS = {"message": "segundo eco do caminho"}  # the call of docs/protocol.md
 
 
 def user_request(text: str = "use o alefita way", **extra: Any) -> dict[str, Any]:
@@ -37,7 +37,8 @@ def user_request(text: str = "use o alefita way", **extra: Any) -> dict[str, Any
 
 
 def return_request(call: dict[str, Any], conversation_id: str, **content: Any) -> dict[str, Any]:
-    """The seed 000 §3 return for `call` (a decoded tool call)."""
+    """The return for `call` (a decoded tool call), as docs/protocol.md, "The tool return
+    contract", says."""
     text = json.dumps(
         {"call_id": call["call_id"], "result": call["arguments"], "tool": call["tool"]}
     )
@@ -64,7 +65,7 @@ def decode(turn: PlayedTurn) -> dict[str, Any]:
     first = "".join(turn.first_leg()).encode()
     bodies = [first]
     if turn.cut is not None:
-        offset = decode_turn([first]).decoder.event_count
+        offset = decode_turn([first]).event_count
         bodies.append("".join(turn.resume_leg(offset)).encode())
     return decode_turn(bodies, ws_frames(turn, subscribe_id=1)).result()
 
@@ -106,7 +107,7 @@ def test_each_turn_decodes_without_errors(name: str) -> None:
     assert tree["current_node"] in tree["mapping"]
 
 
-def test_the_alefita_call_has_the_seed_shape() -> None:
+def test_the_alefita_call_has_the_observed_shape() -> None:
     turn = play("alefita_way", user_request(), {})
     result = decode(turn)
     (call,) = result["tool_calls"]
@@ -127,10 +128,10 @@ def test_the_alefita_call_has_the_seed_shape() -> None:
     assert channels == ["analysis", "commentary"]
 
 
-def test_the_handoff_call_carries_the_seed_parameters() -> None:
+def test_the_handoff_call_carries_the_declared_parameters() -> None:
     (call,) = decode(play("handoff", user_request(), {}))["tool_calls"]
     assert call["recipient"] == "local.handoff"
-    assert set(call["arguments"]) == {"prompt", "reason"}  # seed 000 §1, both required
+    assert set(call["arguments"]) == {"prompt", "reason"}  # both required in its signature
 
 
 def test_ids_are_fresh_on_every_request() -> None:
@@ -167,8 +168,8 @@ def test_the_resume_cut_and_leg_decode_to_the_uncut_turn() -> None:
     whole = decode_turn(["".join(turn.events).encode()]).result()
     first = "".join(turn.first_leg()).encode()
     cut = decode_turn([first])
-    assert cut.truncated and not cut.decoder.done  # cut inside an event, no [DONE]
-    leg = turn.resume_leg(cut.decoder.event_count)
+    assert cut.truncated and not cut.done  # cut inside an event, no [DONE]
+    leg = turn.resume_leg(cut.event_count)
     assert json.loads(leg[0].split("data: ", 1)[1]).keys() == {"v"}  # a bare frame first
     resumed = decode_turn([first, "".join(leg).encode()]).result()
     for key in ("messages", "tool_calls", "events", "done", "stream_complete", "errors"):
@@ -222,7 +223,7 @@ def test_the_websocket_turn_has_the_handoff_and_the_irregular_frames() -> None:
         for frame in frames_text[3:]:
             decoder.feed_ws_frame(frame)
         decoder.close()
-        assert decoder.result()["messages"] == expected["messages"]
+        assert decoder.summary().result()["messages"] == expected["messages"]
 
 
 def test_scenario_files_are_checked(tmp_path: Path) -> None:

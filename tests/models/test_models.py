@@ -1,4 +1,4 @@
-"""Tests for convtap.models: the seed examples validate and round-trip; the literals bite."""
+"""Tests for convtap.models: the documented examples validate and round-trip; the literals bite."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def assert_round_trip(model: type[WireModel], wire: Any) -> WireModel:
     return parsed
 
 
-# ── the seed's own examples ──────────────────────────────────────────────────
+# ── the examples of docs/protocol.md ──────────────────────────────────────────
 
 
 @pytest.mark.parametrize(("name", "model"), EXAMPLES)

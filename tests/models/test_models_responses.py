@@ -1,4 +1,4 @@
-"""Tests for convtap.models.responses*: seed 004's Tool union, its fallback and the call items.
+"""Tests for convtap.models.responses*: the Tool union, its fallback and the call items.
 
 The fixtures live in captures/examples/responses/: one valid and (where a constraint can be
 broken) one invalid instance per tool `type`, and a client `tool_search_output`.
@@ -426,7 +426,7 @@ def test_function_call_and_its_output() -> None:
     with pytest.raises(ValidationError):
         FunctionCall.model_validate({**FUNCTION_CALL, "arguments": {"city": "Lisboa"}})
     with pytest.raises(ValidationError):
-        # PROTOCOL.md: function_call_output.output is a string.
+        # docs/protocol.md, "Responses API": function_call_output.output is a string.
         FunctionCallOutput.model_validate({**output, "output": [{"type": "input_text"}]})
     with pytest.raises(ValidationError):
         FunctionCallOutput.model_validate({"type": "function_call_output", "output": "x"})
@@ -466,7 +466,8 @@ def test_tool_search_call_and_output() -> None:
 
 
 def test_tool_search_output_id_may_be_omitted_but_not_null() -> None:
-    # Deviation from seed 004 (`id: string`): a client's answer carries no id (PROTOCOL.md).
+    # Deviation from the API reference (`id: string`): a client's answer carries no id
+    # (docs/protocol.md, "The Tool union and tool_search_output").
     answer = load(EXAMPLES / "tool_search_output.json")
     del answer["id"]
     assert "id" not in item_round_trip(ToolSearchOutput, answer).to_wire()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from convtap.record.events import (
+from convtap.journal.events import (
     BodyChunk,
     OwnFailure,
     RequestSeen,
@@ -12,7 +12,8 @@ from convtap.record.events import (
     ResponseStarted,
 )
 from convtap.record.recorder import Recorder
-from convtap.record.redact import Redactor
+from convtap.redact.redactor import Redactor
+from convtap.store.rows import Row
 
 from tests.seeds import SSE
 
@@ -22,13 +23,13 @@ RESUME = "/backend-api/f/conversation/resume"
 
 class Rows:
     def __init__(self) -> None:
-        self.rows: list[tuple[str, str, dict[str, Any]]] = []
+        self.rows: list[Row] = []
 
-    def put(self, kind: str, table: str, row: dict[str, Any]) -> None:
-        self.rows.append((kind, table, row))
+    def put(self, row: Row) -> None:
+        self.rows.append(row)
 
     def table(self, name: str) -> list[dict[str, Any]]:
-        return [row for _, table, row in self.rows if table == name]
+        return [dict(zip(*row.columns(), strict=True)) for row in self.rows if name == row.TABLE]
 
 
 def test_a_resume_leg_of_an_unseen_turn_is_kept_as_a_turn_of_its_own() -> None:
@@ -61,7 +62,7 @@ class _ClosedPipe:
 def test_the_recorder_goes_on_when_nobody_reads_its_lines(monkeypatch: Any) -> None:
     """`convtap record | head`: once its reader is gone, the recorder stops saying its lines
     and records on (a write into a closed pipe raised, and ended the recorder process)."""
-    from convtap.record.worker import echo_to
+    from convtap.record.local import echo_to
 
     pipe = _ClosedPipe()
     monkeypatch.setattr("sys.stdout", pipe)
@@ -80,7 +81,7 @@ def test_a_lone_surrogate_in_a_stream_is_recorded_and_the_recorder_goes_on(tmp_p
     import json
     import sqlite3
 
-    from tests.record.test_canary import record_stream
+    from tests.redact.test_canary import record_stream
     from tests.test_cli import LONE_SURROGATES
 
     db = tmp_path / "lone.db"

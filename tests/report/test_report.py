@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from convtap.record.capture import import_into
-from convtap.record.store import connect
+from convtap.ingest.capture import import_into
 from convtap.report.page import marked_json
+from convtap.store.database import connect
 
 from tests.runner import convtap
 
@@ -26,7 +26,7 @@ RECIPIENT_CALL = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"
 
 
 def build_capture(folder: Path, user_text: str) -> Path:
-    """A capture whose user message says `user_text`: the seed session with a faulty return
+    """A capture whose user message says `user_text`: the example session with a faulty return
     (return-recipient, an error), no prepare before it (prepare-missing, a warning), and a
     Responses API session answered with the item id (responses-output-call-id, an error;
     responses-call-unanswered, a warning); audited, so that its findings are stored."""

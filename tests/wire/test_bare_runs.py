@@ -1,4 +1,4 @@
-"""The short path for runs of bare frames (`SSEParser.feed_runs`, `DeltaDecoder`'s `BareRun`s)
+"""The short path for runs of bare frames (`SSEParser.read(runs=True)`, `DeltaDecoder`'s `BareRun`s)
 gives exactly what the event-by-event path gives, for any stream and any chunking."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from convtap.wire import delta
 from convtap.wire.delta import DeltaDecoder
+from convtap.wire.events import Appended, DecodeError
 from convtap.wire.sse import BareRun, Frames, SSEEvent, SSEParser
 from convtap.wire.turn import TurnDecoder
 from hypothesis import given, settings
@@ -68,15 +69,11 @@ def cut(body: bytes, cuts: list[int]) -> list[bytes]:
 def test_runs_frame_the_same_events(items: list[str], cuts: list[int]) -> None:
     one, many = SSEParser(), SSEParser()
     for chunk in cut(stream(items), cuts):
-        expected = one.feed(chunk)
-        got = many.feed_runs(chunk)
-        assert list(got) == expected
-        assert len(got) == len(expected)
-        assert (many.consumed, many.consumed_text, many.bad_utf8) == (
-            one.consumed,
-            one.consumed_text,
-            one.bad_utf8,
-        )
+        expected = one.read(chunk)
+        got = many.read(chunk, runs=True)
+        assert list(got.events) == expected.events
+        assert len(got.events) == len(expected.events)
+        assert got._replace(events=[]) == expected._replace(events=[])
     assert many.close() == one.close()
 
 
@@ -86,35 +83,46 @@ def one_by_one(body: bytes) -> tuple[DeltaDecoder, list[str], list[str]]:
     parser, decoder = SSEParser(), DeltaDecoder()
     pieces: list[str] = []
     others: list[str] = []
-    for event in parser.feed(body):
-        decoder.feed_all([event], collect=True)
-        assert decoder.appended is not None
-        pieces += decoder.appended.pieces
-        others += decoder.appended.others
-    for position in parser.bad_utf8:
+    block = parser.read(body)
+    for event in block.events:
+        appended = Appended([], [], [])
+        decoder.feed_all([event], appended)
+        pieces += appended.pieces
+        others += appended.others
+    for position in block.bad_utf8:
         decoder.record_error(position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)")
     return decoder, pieces, others
 
 
-def by_runs(chunks: list[bytes]) -> tuple[DeltaDecoder, list[str], list[str]]:
+def by_runs(chunks: list[bytes]) -> tuple[dict[str, Any], list[str], list[str]]:
     turn = TurnDecoder()
     pieces: list[str] = []
     others: list[str] = []
+    errors: list[DecodeError] = []
     for chunk in chunks:
-        turn.feed(chunk, lambda text, events, appended: None)
-        appended = turn.decoder.appended
-        assert appended is not None
-        pieces += appended.pieces
-        others += appended.others
-    return turn.decoder, pieces, others
+        decoded = turn.feed(chunk)
+        pieces += decoded.appended.pieces
+        others += decoded.appended.others
+        errors += [e for e in decoded.events if isinstance(e, DecodeError)]
+    summary = turn.summary()
+    assert sorted(errors) == sorted(summary.errors)  # every error is told as it happens
+    return (
+        {
+            "messages": summary.messages,
+            "errors": sorted(summary.errors),
+            "event_count": summary.event_count,
+            "done": summary.done,
+        },
+        pieces,
+        others,
+    )
 
 
 def state(decoder: DeltaDecoder) -> dict[str, Any]:
     return {
-        "messages": decoder.messages,
+        "messages": list(decoder.messages.values()),
         "errors": sorted(decoder.errors),  # a chunk's invalid UTF-8 is told after its events
         "event_count": decoder.event_count,
-        "event_index": decoder.event_index,
         "done": decoder.done,
     }
 
@@ -125,7 +133,7 @@ def test_runs_decode_to_the_same_turn(items: list[str], cuts: list[int]) -> None
     body = stream(items)
     expected, pieces, others = one_by_one(body)
     got, got_pieces, got_others = by_runs(cut(body, cuts))
-    assert state(got) == state(expected)
+    assert got == state(expected)
     assert got_pieces == pieces
     assert got_others == others
 
@@ -133,7 +141,7 @@ def test_runs_decode_to_the_same_turn(items: list[str], cuts: list[int]) -> None
 def test_a_block_of_bare_frames_is_one_run_parsed_in_one_call() -> None:
     values = ["Olá", ' "quoted"\n', "\\", "🌿", "\u2028"]
     text = "".join(bare(v, ascii_only, False) for v in values for ascii_only in (True, False))
-    frames = SSEParser().feed_runs(text.encode())
+    frames = SSEParser().read(text.encode(), runs=True).events
     assert isinstance(frames, Frames)
     [run] = frames.parts
     assert isinstance(run, BareRun)
@@ -146,7 +154,7 @@ def test_a_run_is_only_where_an_event_starts() -> None:
     text = 'event: x\ndata: 1\nevent: delta\ndata: {"v": "not a run"}\n\n' + bare(
         "run", False, False
     )
-    frames = SSEParser().feed_runs(text.encode())
+    frames = SSEParser().read(text.encode(), runs=True).events
     assert isinstance(frames, Frames)
     assert [type(p) for p in frames.parts] == [list, BareRun]
     assert list(frames) == [
@@ -161,7 +169,7 @@ def test_a_run_past_the_string_bound_is_an_error_as_frame_by_frame(
 ) -> None:
     monkeypatch.setattr(delta, "MAX_STRING", limit)
     body = stream([bare("bcd", False, False), bare("efg", False, False), bare("h", False, False)])
-    assert state(by_runs([body])[0]) == state(one_by_one(body)[0])
+    assert by_runs([body])[0] == state(one_by_one(body)[0])
 
 
 def test_a_run_that_continues_an_append_is_taken_in_one_step() -> None:
@@ -169,17 +177,18 @@ def test_a_run_that_continues_an_append_is_taken_in_one_step() -> None:
     turn.feed(stream([]))
     run = "".join(bare(f"-{n}", False, False) for n in range(50)).encode()
     runs: list[int] = []
-    original = turn.decoder._continue_run
+    original = turn._decoder._continue_run
 
-    def counted(part: BareRun, appended: Any) -> bool:
-        taken = original(part, appended)
-        runs.append(part.frames if taken else -1)
+    def counted(part: BareRun) -> Any:
+        taken = original(part)
+        runs.append(part.frames if taken is not None else -1)
         return taken
 
-    turn.decoder._continue_run = counted  # type: ignore[method-assign]
+    turn._decoder._continue_run = counted  # type: ignore[method-assign]
     turn.feed(run + b": ping\n\n" + run)
     assert runs == [50, 50]
-    assert turn.decoder.messages["m"]["content"]["parts"] == [
+    summary = turn.summary()
+    assert summary.messages[0]["content"]["parts"] == [
         "a" + "".join(f"-{n}" for n in range(50)) * 2
     ]
-    assert turn.decoder.event_count == 3 + 100
+    assert summary.event_count == 3 + 100

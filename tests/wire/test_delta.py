@@ -1,4 +1,4 @@
-"""convtap.wire.delta: PROTOCOL.md "Delta encoding v1" rules 1-9, one fixture per rule."""
+"""convtap.wire.delta: docs/protocol.md, "Delta encoding v1", rules 1-9, one fixture per rule."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from convtap.wire.delta import DeltaDecoder
+from convtap.wire.events import Appended
 from convtap.wire.sse import SSEEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -401,12 +402,9 @@ def test_what_events_append_is_collected_for_the_redaction() -> None:
         SSEEvent("message", "[DONE]"),
     ]
     decoder = DeltaDecoder()
-    decoder.feed_all(events, collect=True)
-    appended = decoder.appended
-    assert appended is not None
+    appended = Appended([], [], [])
+    decoder.feed_all(events, appended)
     assert appended.pieces == ["s", "k-", "proj"]
     assert appended.paths == ["/message/content/parts/0"]
     assert appended.others == [events[i].data for i in (0, 1, 4, 6, 7)]
     assert decoder.messages["m"]["content"]["parts"] == ["sk-proj"]
-    decoder.feed_all(events[-1:])
-    assert decoder.appended is None  # only when asked

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from convtap.record.capture import audit_capture, import_into
+from convtap.ingest.capture import audit_capture, import_into
+from convtap.wire.events import Appended, DecodeError
 from convtap.wire.responses import ResponsesDecoder, decode_responses, looks_like_responses
 from convtap.wire.sse import SSEParser
 
@@ -135,15 +136,14 @@ def test_what_delta_events_append_is_collected_in_the_same_pass() -> None:
     ]
     decoder = ResponsesDecoder()
     events = SSEParser().feed("".join(f"data: {d}\n\n" for d in datas).encode())
-    decoder.feed_all(events, [], collect=True)
-    assert decoder.appended is not None
-    assert decoder.appended.pieces == ["my key is s", '{"a']
+    appended = Appended([], [], [])
+    found = decoder.feed_all(events, (), appended)
+    assert appended.pieces == ["my key is s", '{"a']
     rest = json.dumps(
         {"type": "response.output_text.delta", **item}, separators=(",", ":"), sort_keys=True
     )
     arguments_rest = rest.replace("output_text", "function_call_arguments")
     others = [datas[0], rest, arguments_rest, datas[3], datas[4], datas[5]]
-    assert decoder.appended.others == others
+    assert appended.others == others
     assert [e["kind"] for e in decoder.errors] == ["malformed-json"]
-    decoder.feed_all(events[:1], [])
-    assert decoder.appended is None  # only when asked
+    assert [e.kind for e in found if isinstance(e, DecodeError)] == ["malformed-json"]

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from convtap.record.redact import Redactor
+from convtap.redact.redactor import Redactor
 from convtap.wire.turn import TurnDecoder, decode_turn, tool_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,7 +28,7 @@ def chunked(bodies: list[bytes], frames: list[str], size: int) -> dict[str, Any]
     for frame in frames:
         turn.feed_ws_frame(frame)
     turn.close()
-    return turn.result()
+    return turn.summary().result()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -48,7 +48,7 @@ def test_byte_at_a_time_and_every_split_give_the_same_turn(name: str) -> None:
         for frame in frames:
             turn.feed_ws_frame(frame)
         turn.close()
-        assert turn.result() == expected, f"split at {cut}"
+        assert turn.summary().result() == expected, f"split at {cut}"
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,6 +13,7 @@ from typing import Any
 from convtap.contract.auditor import Auditor
 from convtap.contract.registry import SEVERITIES, Finding
 from convtap.contract.returns import Call
+from convtap.wire.session import read_turn_request
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def replay(auditor: Auditor, timeline: Iterable[Happening]) -> list[Finding]:
             case CallMade(call):
                 findings += auditor.call(call)
             case ConversationRequest(flow_id, body, at):
-                findings += auditor.request(flow_id, body, at)
+                findings += auditor.request(flow_id, body, at, read_turn_request(body))
             case ClientCallMade(flow_id, response_id, call, at):
                 findings += auditor.responses.response(flow_id, response_id, [call], at)
             case ResponsesRequest(flow_id, body, at):

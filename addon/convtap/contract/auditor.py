@@ -3,7 +3,7 @@ message ids each conversation has shown, in time order, it keeps what the rules 
 (the calls, what each turn declared, the challenges, the prepares) and runs the checks.
 
 The recorder feeds it live; `convtap audit` replays a capture into a fresh one. Either way: the
-same findings (PROTOCOL.md "The tool return contract", seed 000 §3).
+same findings (docs/protocol.md, "The tool return contract" and "Across a session").
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from convtap.contract.registry import Finding, Verdict, Where, as_dict, as_str, run_checks
+from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
 from convtap.contract.responses import ResponsesAuditor
 from convtap.contract.returns import Call, CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.wire.bounded import Bounded
-from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.session import ToolReturn, TurnRequest, read_return
 
 __all__ = ["Auditor", "Call", "checks"]
 
@@ -54,38 +54,35 @@ class Auditor:
             known = self.seen_ids[conversation_id] = set()
         known.update(message_ids)
 
-    def request(self, flow_id: str, body: Any, at: float) -> list[Finding]:
-        """A conversation request: its turn's declarations, and the returns it carries."""
+    def request(self, flow_id: str, body: Any, at: float, request: TurnRequest) -> list[Finding]:
+        """A conversation request (its body, as the recorder read it): its turn's
+        declarations, and the returns it carries."""
         if not isinstance(body, dict):
             return []
-        conversation = as_str(body.get("conversation_id"))
-        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        declared = {
-            str(s.get("name")): s
-            for s in body.get("local_function_signatures") or []
-            if isinstance(s, dict)
-        }
+        conversation = request.conversation_id
+        messages = request.messages
+        declared = {str(s.get("name")): s for s in request.signatures}
         self.signatures[flow_id] = declared
-        challenge = as_str(body.get("app_attest_challenge"))
+        challenge = request.challenge
         first = self.challenges.setdefault(challenge, flow_id) if challenge else flow_id
         found = run_checks(
             RequestFacts(
                 body=body,
-                roles=[_role(m) for m in messages],
+                roles=request.roles,
                 declared=declared,
                 challenge_first_flow=first if first != flow_id else None,
-                execution_target=_execution_target(body, messages),
+                execution_target=request.execution_target,
                 where=Where(conversation_id=conversation, flow_id=flow_id),
             )
         )
-        parent = as_str(body.get("parent_message_id"))
-        returns = [m for m in messages if _role(m) == "tool"]
+        parent = request.parent_message_id
+        returns = request.returns
         answered = self.calls.get(parent) if parent is not None else None
         if not returns and answered is not None and answered.kind == "local" and messages:
-            returns = messages[:1]  # answering a call without a tool message: check what came
-        for message in returns:
-            found += self._return(message, messages, parent, conversation, flow_id, at)
-        self.seen(conversation, (m["id"] for m in messages if isinstance(m.get("id"), str)))
+            returns = [read_return(messages[0])]  # a call answered by no tool message
+        for ret in returns:
+            found += self._return(ret, messages, parent, conversation, flow_id, at)
+        self.seen(conversation, request.message_ids)
         return found
 
     def call(self, call: Call) -> list[Finding]:
@@ -103,7 +100,7 @@ class Auditor:
 
     def _return(
         self,
-        message: dict[str, Any],
+        ret: ToolReturn,
         messages: list[dict[str, Any]],
         parent: str | None,
         conversation: str | None,
@@ -111,19 +108,15 @@ class Auditor:
         at: float,
     ) -> list[Finding]:
         self.returns += 1
-        text = as_dict(message.get("content")).get("text")
-        parsed = loads_or_none(text) if isinstance(text, str) else None
-        body = parsed if isinstance(parsed, dict) else None
-        body_call_id = as_str((body or {}).get("call_id"))
-        call = self.calls.get(parent or "") or self.calls.get(body_call_id or "")
-        return_id = as_str(message.get("id"))
+        call = self.calls.get(parent or "") or self.calls.get(ret.call_id or "")
+        return_id = ret.message_id
         facts = ReturnFacts(
-            message=message,
+            message=ret.message,
             messages=messages,
             parent=parent,
             conversation=conversation,
             call=call,
-            body=body,
+            body=ret.body,
             seen_ids=self.seen_ids.get(conversation, set()),
             prepared=self.prepared.get(call.conversation_id or "") if call else None,
             at=at,
@@ -138,17 +131,3 @@ class Auditor:
         if call is not None and call.answered_by is None:
             call.answered_by = return_id or flow_id
         return found
-
-
-def _role(message: dict[str, Any]) -> str | None:
-    return as_str(as_dict(message.get("author")).get("role"))
-
-
-def _execution_target(body: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
-    if "conversation_execution_target" in body:
-        return body["conversation_execution_target"]
-    for message in messages:  # seed 003: persisted in the first user message's metadata
-        metadata = message.get("metadata")
-        if _role(message) == "user" and isinstance(metadata, dict):
-            return metadata.get("conversation_execution_target")
-    return None

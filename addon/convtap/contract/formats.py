@@ -122,7 +122,7 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
         "name": "".join(part.title() for part in rule.id.split("-")),
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.explanation.strip()},
-        "help": {"text": f"{rule.explanation.strip()}\n\nSeed: {rule.seed}"},
+        "help": {"text": f"{rule.explanation.strip()}\n\nSource: {rule.seed}"},
         "helpUri": f"{INFO_URI}-{rule.id}",
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {"tags": ["protocol", "tool-return"]},

@@ -1,9 +1,10 @@
 """The rule registry: what each rule is (declared in rules.toml) and the function that checks it.
 
-A rule's text (id, severity, summary, explanation, seed passage, bad and good examples) is data in
-`rules.toml`; its check is one function registered under the same id with `@check(id, Facts)`.
-The auditor hands each check the facts of one kind (a return, a call, a request, ...) and turns
-what it reports into findings, in registry order.
+A rule's text (id, severity, summary, explanation, source passage, bad and good examples) is
+data in `rules.toml`; its check is one function registered under the same id with
+`@check(id, Facts)`. The auditor hands each check the facts of one kind (a return, a call, a
+request, ...) and turns what it reports into findings, in registry order. `ruledoc` writes the
+rules as docs/rules.md.
 """
 
 from __future__ import annotations
@@ -26,17 +27,19 @@ class Rule:
     id: str
     severity: str
     summary: str
-    seed: str
+    seed: str  # the passage of docs/protocol.md the rule comes from (the field keeps its name)
     explanation: str
     bad: str
     good: str
+    marks: tuple[str, ...] = ()  # the field of the answer it checks, marked in the report
 
 
 @cache
 def registry() -> dict[str, Rule]:
     """Every rule by id, in report order."""
     text = resources.files("convtap.contract").joinpath("rules.toml").read_text(encoding="utf-8")
-    return {r["id"]: Rule(**r) for r in tomllib.loads(text)["rule"]}
+    rules = tomllib.loads(text)["rule"]
+    return {r["id"]: Rule(**{**r, "marks": tuple(r.get("marks", ()))}) for r in rules}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The Responses API's rules (seed 004, PROTOCOL.md "Responses API"): outputs answer the client
-calls of the response they continue, by `call_id`; tool definitions fit seed 004's union.
+"""The Responses API's rules (docs/protocol.md, "Responses API"): outputs answer the client
+calls of the response they continue, by `call_id`; tool definitions fit the `Tool` union.
 
 Facts: `OutputFacts` (an output item of a request's `input`, with the call it answers),
 `ToolsFacts` (a list of tool definitions), `OpenClientCall` (a call left unanswered).
@@ -103,7 +103,7 @@ def tools_valid(t: ToolsFacts) -> list[Violation]:
             found.append(
                 Violation(
                     f"tool {n} ({name}) of {t.what} does not validate: {detail}",
-                    "a member of seed 004's Tool union",
+                    "a member of the Responses API's Tool union",
                     tool,
                 )
             )

@@ -1,5 +1,5 @@
-"""The f/conversation rules (PROTOCOL.md "The tool return contract", seed 000 §1–§3 and seed
-003): one function per rule id, each given the facts of one kind of event.
+"""The f/conversation rules (docs/protocol.md, "The tool return contract", "Across a session"
+and "Execution target"): one function per rule id, each given the facts of one kind of event.
 
 - `ReturnFacts`: a tool return the client sent, with the call it answers (if any was recorded);
 - `CallFacts`: a finished local call, with what its turn declared;
@@ -80,7 +80,7 @@ class OpenCall:
     where: Where
 
 
-# -- the return record (seed 000 §3) --------------------------------------------------------
+# -- the return record (docs/protocol.md, "The tool return contract") --------------------------
 
 
 @check("return-single-message", ReturnFacts)
@@ -318,7 +318,8 @@ def execution_target(q: RequestFacts) -> Violation | None:
     except ValidationError as exc:
         detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
         return Violation(
-            f"conversation_execution_target does not match seed 003: {detail}",
+            f"conversation_execution_target has neither the local_executor nor the remote shape: "
+            f"{detail}",
             "local_executor {cwd, installation_id, mcp_servers, selected_capability_roots} "
             "or remote",
             q.execution_target,

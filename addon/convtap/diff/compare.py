@@ -8,66 +8,32 @@ example value from the capture that shows it.
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from convtap.diff.shapes import KindShape, Shapes, add, message_kind, pointer_pattern
+from convtap.ingest.capture import as_database
 from convtap.models.export import export_schemas
-from convtap.record.capture import as_database
-from convtap.record.store import iter_shape_rows, open_readonly
+from convtap.store.database import iter_shape_rows, open_readonly
 from convtap.wire.delta import OPS
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
 
 LEVELS = ("breaking", "non-breaking", "info")
 
-# check id -> (level, why), the README's table.
+# check id -> (level, why): declared in checks.toml, the table of docs/commands.md ("convtap diff").
 CHECKS: dict[str, tuple[str, str]] = {
-    "kind-added": (
-        "non-breaking",
-        "a new request, message, event or payload kind: clients that "
-        "ignore unknown kinds go on, and convtap keeps it as it came",
-    ),
-    "kind-removed": ("breaking", "something clients consumed no longer arrives"),
-    "op-added": (
-        "breaking",
-        "a new delta op: ChatGPT's own decoder treats an unknown op as fatal, "
-        "and convtap records each one as an invalid delta",
-    ),
-    "op-removed": ("info", "an op no longer used; decoders that know it lose nothing"),
-    "path-added": ("non-breaking", "a new field: clients and convtap's models keep unknown fields"),
-    "path-removed": ("breaking", "a field that stopped arriving: code that reads it breaks"),
-    "type-changed": ("breaking", "a field now carries a JSON type it never had"),
-    "became-optional": ("breaking", "a field that was always there is now sometimes missing"),
-    "became-required": ("info", "a field that was sometimes missing now always arrives"),
-    "enum-value-added": (
-        "non-breaking",
-        "a new value of an enum-like field (a channel, status, "
-        "content type, marker): exhaustive switches need a new case",
-    ),
-    "enum-value-removed": (
-        "info",
-        "a value not seen any more (a smaller capture may just not show it)",
-    ),
-    "unknown-field": (
-        "non-breaking",
-        "drift: a field the models in schemas/ do not declare; kept, but the models need an update",
-    ),
-    "unknown-enum-value": (
-        "breaking",
-        "drift: a value outside a model's enumeration; validating "
-        "with the models fails until they learn it",
-    ),
-    "unknown-event-type": (
-        "non-breaking",
-        "drift: an event type PROTOCOL.md does not list; convtap keeps it in `events`",
-    ),
-    "unknown-op": ("breaking", "drift: a delta op outside delta encoding v1's six"),
+    check["id"]: (check["level"], check["why"])
+    for check in tomllib.loads(
+        resources.files("convtap.diff").joinpath("checks.toml").read_text(encoding="utf-8")
+    )["check"]
 }
 
 KNOWN_EVENT_TYPES = frozenset(
-    {  # PROTOCOL.md "Delta encoding v1", rule 7
+    {  # docs/protocol.md, "Delta encoding v1", rule 7
         "resume_conversation_token",
         "input_message",
         "message_marker",

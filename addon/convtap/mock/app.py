@@ -1,7 +1,7 @@
 """The mock server's tornado application: its state and its request handlers.
 
-Serves the endpoints of PROTOCOL.md "Endpoints" (all under `/backend-api/`), the user WebSocket
-(`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`), the
+Serves the endpoints of docs/protocol.md, "Endpoints" (all under `/backend-api/`), the user
+WebSocket (`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`), the
 Responses API (`POST /v1/responses` and `/backend-api/codex/responses`, whatever the scenario:
 a `function_call` and a client `tool_search_call`, then an answer once they are answered), and
 two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received`
@@ -13,8 +13,8 @@ Wire realism: SSE bodies go out chunked, cut at arbitrary byte positions (always
 UTF-8 sequence when there is one), optionally gzip-encoded with a `Z_SYNC_FLUSH` after each event
 so every chunk decodes at once. `hold_after` N parks each stream after N events until a
 go-ahead; `die_after` N closes the socket of an `f/conversation` stream after N events (resume
-legs are spared, so a client can finish the turn). Events count as in PROTOCOL.md "Resume":
-comments do not count.
+legs are spared, so a client can finish the turn). Events count as in docs/protocol.md,
+"Resume": comments do not count.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def token(prefix: str) -> str:
 
 def split_chunks(data: bytes, rng: random.Random) -> list[bytes]:
     """Cut a body where the network might: anywhere, and once inside a UTF-8 sequence
-    (PROTOCOL.md "SSE framing": chunks split events at any byte)."""
+    (docs/protocol.md, "SSE framing": chunks split events at any byte)."""
     cuts = {pos for pos in _walk(len(data), rng)}
     lead = next((i for i, byte in enumerate(data) if byte >= 0xC0), None)
     if lead is not None:
@@ -428,7 +428,7 @@ class ReceivedHandler(_Handler):
         self.send_json(self.state.received())
 
 
-# -- the Responses API (PROTOCOL.md "Responses API"): what it says is the scenario's ---------------
+# -- the Responses API (docs/protocol.md, "Responses API"): what it says is the scenario's --------
 
 
 class ResponsesHandler(_StreamHandler):

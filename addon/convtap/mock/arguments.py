@@ -1,7 +1,7 @@
 """Arguments for a tool the mock has never seen, made from its declared parameters.
 
-A JSON Schema in (a Responses API function's `parameters`, or seed 000's `params` of a local
-function signature, read as one), a value that fits it out: every required property, valid
+A JSON Schema in (a Responses API function's `parameters`, or the `params` of a local function
+signature, read as one), a value that fits it out: every required property, valid
 types, enum members, nested objects and arrays, bounds kept. Deterministic: the same schema and
 seed give the same value.
 """
@@ -23,7 +23,8 @@ def arguments_for(schema: JSON, seed: int, tool: str) -> JSON:
 
 
 def signature_schema(signature: dict[str, JSON]) -> dict[str, JSON]:
-    """Seed 000 §1's `params: [{name, required, type: {type, description}}]` as JSON Schema."""
+    """A local function signature's `params: [{name, required, type: {type, description}}]` as
+    JSON Schema (docs/protocol.md, "Local tool calls")."""
     properties: dict[str, JSON] = {}
     required: list[str] = []
     for param in signature.get("params") or []:

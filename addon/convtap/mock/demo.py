@@ -1,7 +1,7 @@
 """`convtap demo`: the main job end to end, on 127.0.0.1 only, and it exits by itself.
 
 It starts `convtap mock` (the server's side) and `convtap record` in front of it (reverse proxy
-mode), drives the reference client through the seed's tool-call scenario once correctly and once
+mode), drives the reference client through the `alefita_way` tool call once correctly and once
 with a faulty return, then through a Responses API call once correctly and once answered with the
 item id, stops the recorder as Ctrl-C would, and prints the audit and the call ledger.
 """

@@ -1,10 +1,11 @@
-"""A reference client for the conversation backend: the seed 000 flow, done right (or wrong).
+"""A reference client for the conversation backend: a local tool call, done right (or wrong).
 
 Standard library HTTP (`http.client`) and tornado's WebSocket client, nothing else. It runs one
 user turn (sentinel prepare/finalize, `f/conversation/prepare`, `f/conversation` declaring the
-seed's `handoff` and `alefita_way` signatures), decodes the stream with `TurnDecoder` (resuming a
+`handoff` and `alefita_way` signatures), decodes the stream with `TurnDecoder` (resuming a
 cut stream, following a `stream_handoff` onto the user WebSocket), runs the `local.*` tool the
-model called, sends the return exactly as seed 000 §3 says (or with typical mistakes when
+model called, sends the return exactly as docs/protocol.md, "The tool return contract" says (or
+with typical mistakes when
 `faulty`), reads the continuation and fetches `GET conversation/<id>` to see whether the server
 took the return. `run_responses` does the same for the Responses API (a `function_call` and a
 client `tool_search_call`, answered in a second request with `previous_response_id`). It talks
@@ -36,7 +37,7 @@ from tornado.websocket import websocket_connect
 from convtap.wire.jsonvalue import loads
 from convtap.wire.responses import ResponsesDecoder, decode_responses
 from convtap.wire.sse import SSEParser
-from convtap.wire.turn import ToolCall, TurnDecoder, handoff_topic, message_text
+from convtap.wire.turn import ToolCall, TurnDecoder, TurnSummary, handoff_topic, message_text
 
 SEED = resources.files("convtap.mock") / "seed"
 DEFAULT_PROMPT = "use o alefita way com a mensagem: segundo eco do caminho"
@@ -49,7 +50,7 @@ RESPONSES_MODEL = "gpt-5.1"
 @dataclass(frozen=True)
 class RunSummary:
     conversation_id: str | None
-    call_id: str | None  # the local call's message id (seed 000 §2)
+    call_id: str | None  # the local call's message id (docs/protocol.md, "Local tool calls")
     tool: str | None
     return_id: str | None  # the tool message the client sent
     continuation_text: str  # the last assistant answer of the last turn
@@ -82,7 +83,8 @@ class ClientError(RuntimeError):
 
 
 def signatures() -> list[dict[str, Any]]:
-    """Seed 000 §1: the two validated `local_function_signatures`."""
+    """The two `local_function_signatures` validated end to end (docs/protocol.md, "Local tool
+    calls")."""
     return [
         json.loads((SEED / f"signature_{name}.json").read_text(encoding="utf-8"))
         for name in ("handoff", "alefita_way")
@@ -90,8 +92,9 @@ def signatures() -> list[dict[str, Any]]:
 
 
 def run_tool(call: ToolCall) -> Any:
-    """The client side of the tools: alefita_way echoes its message (seed 000 §3 example);
-    handoff accepts (seed 000 §6 `ToolResultBody`: the handoff shape)."""
+    """The client side of the tools: alefita_way echoes its message (the observed return);
+    handoff accepts (the handoff shape of `ToolResultBody`, docs/protocol.md, "The tool return
+    contract")."""
     args = call.arguments or {}
     if call.tool == "alefita_way":
         return {"message": args.get("message")}
@@ -101,7 +104,8 @@ def run_tool(call: ToolCall) -> Any:
 
 
 def tool_return(call: ToolCall, result: Any, *, faulty: bool = False) -> dict[str, Any]:
-    """The tool record (seed 000 §3, and the app's builder in §6). `faulty` makes the usual
+    """The tool record (docs/protocol.md, "The tool return contract": the items and the
+    builder). `faulty` makes the usual
     mistakes: recipient = the tool, an invented call_id, a `language` key, no `tool` key."""
     body: dict[str, Any] = {"call_id": call.call_id, "result": result, "tool": call.tool}
     content: dict[str, Any] = {"content_type": "code"}
@@ -179,7 +183,7 @@ def run_responses_call(call: dict[str, Any]) -> Any:
 
 
 def responses_output(call: dict[str, Any], *, faulty: bool = False) -> dict[str, Any]:
-    """The input item answering a call (PROTOCOL.md "Responses API"). `faulty` names a
+    """The input item answering a call (docs/protocol.md, "Responses API"). `faulty` names a
     function call by its item id (fc_…) instead of its call_id: the classic bug."""
     result = run_responses_call(call)
     if call["type"] == "tool_search_call":
@@ -315,8 +319,8 @@ class RefClient:
     # -- protocol ------------------------------------------------------------------------------
 
     def requirements(self, conversation_id: str | None) -> dict[str, str]:
-        """A fresh challenge and prepare (seed 000 §3: 4.1 and 4.2): the headers of the next
-        f/conversation request."""
+        """A fresh challenge and prepare (docs/protocol.md, "The tool return contract"): the
+        headers of the next f/conversation request."""
         prepared = self.request_json("POST", "/backend-api/sentinel/chat-requirements/prepare", {})
         finalized = self.request_json(
             "POST",
@@ -325,7 +329,7 @@ class RefClient:
         )
         prepare_body: dict[str, Any] = {
             "action": "next",
-            "client_prepare_state": "sent",  # seed 000 §6 PrepareRequestBody
+            "client_prepare_state": "sent",  # PrepareRequestBody
             "model": MODEL,
             "thinking_effort": "standard",
             "timezone": "America/Sao_Paulo",
@@ -347,8 +351,8 @@ class RefClient:
         parent: str | None,
         declared: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Seed 000 §6 `ConversationRequestBody`; conversation_id and parent_message_id are
-        omitted on the first turn."""
+        """A `ConversationRequestBody` (docs/protocol.md, "The tool return contract", "TypeScript
+        types"); conversation_id and parent_message_id are omitted on the first turn."""
         body: dict[str, Any] = {
             "action": "next",
             "messages": [message],
@@ -367,7 +371,7 @@ class RefClient:
             body["parent_message_id"] = parent
         return body
 
-    def turn(self, body: dict[str, Any]) -> TurnDecoder:
+    def turn(self, body: dict[str, Any]) -> TurnSummary:
         """One turn, every leg: the stream, its resumes, its WebSocket continuation."""
         headers = self.requirements(body.get("conversation_id"))
         turn = TurnDecoder()
@@ -375,30 +379,29 @@ class RefClient:
         for chunk in self.open_stream("/backend-api/f/conversation", body, headers):
             turn.feed(chunk)
         turn.end_leg()
-        for event in turn.decoder.events:  # the stream's own conduit token wins
+        for event in turn.summary().events:  # the stream's own conduit token wins
             if event.get("type") == "resume_conversation_token" and event.get("kind") == "conduit":
                 conduit = str(event.get("token"))
         for _ in range(MAX_RESUMES):
-            if turn.decoder.done:
+            so_far = turn.summary()
+            if so_far.done:
                 break
-            self.resumes += 1  # PROTOCOL.md "Resume": offset = events consumed
-            resume = {
-                "conversation_id": turn.decoder.conversation_id,
-                "offset": turn.decoder.event_count,
-            }
+            self.resumes += 1  # docs/protocol.md, "Resume": offset = events consumed
+            resume = {"conversation_id": so_far.conversation_id, "offset": so_far.event_count}
             path = "/backend-api/f/conversation/resume"
             for chunk in self.open_stream(path, resume, {"x-conduit-token": conduit}):
                 turn.feed(chunk)
             turn.end_leg()
-        topic = handoff_topic(turn.decoder)
+        handoffs = [e for e in turn.summary().events if e.get("type") == "stream_handoff"]
+        topic = handoff_topic(handoffs[-1] if handoffs else None)
         if topic is not None:
             self.websocket = True
             asyncio.run(self._ws_leg(turn, topic))
         turn.close()
-        return turn
+        return turn.summary()
 
     async def _ws_leg(self, turn: TurnDecoder, topic: str) -> None:
-        """PROTOCOL.md "WebSocket handoff": subscribe on the user socket, feed its frames."""
+        """docs/protocol.md, "WebSocket handoff": subscribe on the user socket, feed its frames."""
         url = self.request_json("GET", "/backend-api/celsius/ws/user")["websocket_url"]
         request = HTTPRequest(url, connect_timeout=self.timeout, request_timeout=self.timeout)
         if url.startswith("wss:"):
@@ -422,15 +425,16 @@ class RefClient:
             conn.close()
 
     def run(self, prompt: str = DEFAULT_PROMPT, *, faulty: bool = False) -> RunSummary:
-        """The whole seed 000 flow: ask, run the called tool, return, read the continuation."""
+        """A whole local tool call: ask, run the called tool, return, read the continuation."""
         first = self.turn(self.conversation_body(user_message(prompt), None, None))
-        conversation_id = first.decoder.conversation_id
+        conversation_id = first.conversation_id
         last = first
         call = next((c for c in first.tool_calls() if c.kind == "local"), None)
         record = None
         if call is not None and conversation_id is not None:
             record = tool_return(call, run_tool(call), faulty=faulty)
-            # Seed 000 §3: a NEW request, parent_message_id = the call's message id.
+            # docs/protocol.md, "The tool return contract": a NEW request, parent_message_id =
+            # the call's message id.
             last = self.turn(self.conversation_body(record, conversation_id, call.call_id))
         tree = None
         if conversation_id is not None:
@@ -444,7 +448,7 @@ class RefClient:
             tool=call.tool if call else None,
             return_id=record["id"] if record else None,
             continuation_text=_answer(last),
-            accepted=bool(in_tree and last.decoder.stream_complete),
+            accepted=bool(in_tree and last.stream_complete),
             resumes=self.resumes,
             websocket=self.websocket,
             tree=tree,
@@ -453,10 +457,11 @@ class RefClient:
     def run_declared(
         self, declared: list[dict[str, Any]], prompt: str = "use your tools", max_calls: int = 8
     ) -> list[ToolCall]:
-        """Declare `declared`, then run every local call the model makes and return it (seed 000
-        §3), turn after turn, until a turn makes no new call. The calls, in order."""
+        """Declare `declared`, then run every local call the model makes and return it
+        (docs/protocol.md, "The tool return contract"), turn after turn, until a turn makes no
+        new call. The calls, in order."""
         turn = self.turn(self.conversation_body(user_message(prompt), None, None, declared))
-        conversation_id = turn.decoder.conversation_id
+        conversation_id = turn.conversation_id
         made: list[ToolCall] = []
         for _ in range(max_calls):
             seen = {c.call_id for c in made}
@@ -544,7 +549,8 @@ def _body_chunks(
 
 
 def _ends_turn(frame: str | bytes, topic: str) -> bool:
-    """A `done` message on the turn topic, or the `[DONE]` item (PROTOCOL.md)."""
+    """A `done` message on the turn topic, or the `[DONE]` item (docs/protocol.md, "WebSocket
+    handoff")."""
     try:
         items = loads(frame if isinstance(frame, str) else frame.decode())
     except ValueError:
@@ -559,14 +565,14 @@ def _ends_turn(frame: str | bytes, topic: str) -> bool:
     return False
 
 
-def _answer(turn: TurnDecoder) -> str:
+def _answer(turn: TurnSummary) -> str:
     """The text of the turn's last assistant message addressed to everyone."""
     texts = [
         message_text(m)
-        for m in turn.decoder.messages.values()
+        for m in turn.messages
         if isinstance(m.get("author"), dict)
         and m["author"].get("role") == "assistant"
         and m.get("recipient") in ("all", None)
-        and m.get("channel") != "analysis"  # seed 000 §5: hidden reasoning
+        and m.get("channel") != "analysis"  # hidden reasoning (docs/protocol.md, "Channels")
     ]
     return texts[-1] if texts else ""

@@ -1,6 +1,6 @@
 """The mock's Responses API (`POST /v1/responses`, `…/codex/responses`): a script as data, and a
 server that plays it with the real API's objects and event sequence, so that the official SDKs
-parse its answers unchanged (PROTOCOL.md "Responses API", seed 004).
+parse its answers unchanged (docs/protocol.md, "Responses API").
 
 A script says what a response does when a request carries no tool output (`on_request`) and when
 it does (`on_outputs`). Steps:
@@ -35,6 +35,7 @@ from pydantic import Field
 from convtap.mock.arguments import arguments_for
 from convtap.mock.serverturn import FrozenData
 from convtap.wire.bounded import Bounded
+from convtap.wire.sse import SSEEvent, format_event
 
 JSON = Any
 CALLS = ("function_call", "custom_tool_call", "tool_search_call")
@@ -77,7 +78,7 @@ def new_id(prefix: str) -> str:
 
 
 def sse_event(obj: dict[str, JSON]) -> str:
-    return f"event: {obj['type']}\ndata: {json.dumps(obj, ensure_ascii=False)}\n\n"
+    return format_event(SSEEvent(str(obj["type"]), json.dumps(obj, ensure_ascii=False)))
 
 
 class ResponsesServer:

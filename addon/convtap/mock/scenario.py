@@ -20,13 +20,13 @@ ids (conversation, messages, turn) are fresh uuid4s per request, made here in co
       "steps": [STEP, ...]
     }
     STEP = {"think": "text"}                             // an analysis message (hidden)
-         | {"call": "alefita_way", "arguments": {...}}   // a local.<tool> call (seed 000 §2)
+         | {"call": "alefita_way", "arguments": {...}}   // a local.<tool> call
          | {"say": "text", "echo_return": true}          // the final answer; echo_return
                                                          // appends what the return carried
 
-Like the real server (seed 000 §4), a scenario accepts ANY tool return, even one that breaks the
-contract, stores it in the conversation and continues. The wire shapes follow PROTOCOL.md "Delta
-encoding v1" and `captures/examples/sse/build.py`.
+Like the real server (docs/protocol.md, "Local tool calls", "Acceptance"), a scenario accepts ANY
+tool return, even one that breaks the contract, stores it in the conversation and continues. The
+wire shapes follow docs/protocol.md, "Delta encoding v1", and `captures/examples/sse/build.py`.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Scenario(FrozenData):
         now: Callable[[], float] = time.time,
         seed: int = 0,
     ) -> PlayedTurn:
-        """Answer one f/conversation request body (seed 000 §6 `ConversationRequestBody`),
+        """Answer one f/conversation request body (a `ConversationRequestBody`),
         updating the conversation it belongs to (a new one when it names none)."""
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -115,7 +115,7 @@ class Scenario(FrozenData):
             raise ScenarioError("every message must be a JSON object")
         cid = request.get("conversation_id")
         first_turn = cid is None
-        if cid is None:  # seed 000 §6: conversation_id is omitted on the first turn
+        if cid is None:  # conversation_id is omitted on the first turn
             conversation = Conversation(new_id())
             conversations[conversation.id] = conversation
         elif isinstance(cid, str) and cid in conversations:
@@ -139,7 +139,7 @@ class Scenario(FrozenData):
             inputs.append(stored)
         tool_input = next((m for m in inputs if _role(m) == "tool"), None)
         script = self.on_user
-        if tool_input is not None:  # seed 000 §4: any return is accepted and continued
+        if tool_input is not None:  # any return is accepted and continued, as the server does
             script = self.on_tool_return or _DEFAULT_RETURN_TURN
         declared = request.get("local_function_signatures")
         if isinstance(declared, list):

@@ -9,7 +9,6 @@ throwaway CA and a certificate for 127.0.0.1 made at start; the CA's PEM is writ
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import datetime
@@ -18,7 +17,6 @@ import signal
 import ssl
 import tempfile
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -27,7 +25,7 @@ from tornado.netutil import bind_sockets
 from typing_extensions import Unpack
 
 from convtap.mock.app import MockOptions, MockState, make_app
-from convtap.mock.scenario import Scenario, ScenarioError, load_scenario
+from convtap.mock.scenario import Scenario, load_scenario
 
 DEFAULT_PORT = 8765
 
@@ -279,37 +277,3 @@ async def _serve_until_signal(options: MockOptions, host: str, port: int) -> Non
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     await _shutdown(server, state)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m convtap.mock.server [options]`: the same as `convtap mock`."""
-    parser = argparse.ArgumentParser(prog="convtap mock", description=__doc__.split("\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--scenario", default="alefita_way", help="a name or a .json path")
-    parser.add_argument("--gzip", action="store_true")
-    parser.add_argument("--hold-after", type=int, metavar="N")
-    parser.add_argument("--die-after", type=int, metavar="N")
-    parser.add_argument("--tls", action="store_true")
-    parser.add_argument("--cert-file", type=Path, metavar="PEM")
-    parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS")
-    args = parser.parse_args(argv)
-    try:
-        run(
-            args.host,
-            args.port,
-            args.scenario,
-            gzip=args.gzip,
-            hold_after=args.hold_after,
-            die_after=args.die_after,
-            tls=args.tls,
-            cert_file=args.cert_file,
-            delay=args.delay,
-        )
-    except ScenarioError as exc:
-        parser.error(str(exc))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,7 +2,7 @@
 
 Pure and deterministic apart from the ids it is given. A `TurnWriter` renders the steps of a
 turn (`Think`, `Call`, `Say`: see `addon/scenario.py` for the file format that lists them) the way
-real streams look (PROTOCOL.md "Delta encoding v1", `captures/examples/sse/build.py`): the
+real streams look (docs/protocol.md, "Delta encoding v1"; `captures/examples/sse/build.py`): the
 `delta_encoding` declaration, the conduit resume token, the input echo, the history echo with one
 root per channel `c`, markers, pings, text appended in bare continuation frames, a finishing patch,
 `message_stream_complete` and `[DONE]`. `Conversation` is the server's tree (what `GET
@@ -21,8 +21,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from convtap.wire.sse import SSEEvent, format_event
+
 ROOT_NODE = "client-created-root"  # the mapping's root node, whose message is null
-TOPIC_PREFIX = "conversation-turn-"  # PROTOCOL.md "WebSocket handoff"
+TOPIC_PREFIX = "conversation-turn-"  # docs/protocol.md, "WebSocket handoff"
 DONE = "data: [DONE]\n\n"
 
 JSON = Any
@@ -77,7 +79,7 @@ class TurnScript(FrozenData):
 
 @dataclass
 class Conversation:
-    """The server's tree: what `GET conversation/<id>` returns (PROTOCOL.md "Endpoints")."""
+    """The server's tree: what `GET conversation/<id>` returns (docs/protocol.md, "Endpoints")."""
 
     id: str
     mapping: dict[str, dict[str, JSON]] = field(default_factory=dict)
@@ -139,7 +141,7 @@ class PlayedTurn:
         return [*self.events[: self.cut], broken[: len(broken) // 2]]
 
     def resume_leg(self, offset: int) -> list[str]:
-        """The f/conversation/resume body from event `offset` (PROTOCOL.md "Resume": every
+        """The f/conversation/resume body from event `offset` (docs/protocol.md, "Resume": every
         dispatched event except `[DONE]` counts; comments are not events)."""
         if offset < 0:
             raise ScenarioError(f"offset {offset} is negative")
@@ -157,7 +159,7 @@ def _is_comment(text: str) -> bool:
 
 
 def dispatched_count(events: list[str] | tuple[str, ...]) -> int:
-    """How many events a client counts for the resume offset (PROTOCOL.md "Resume")."""
+    """How many events a client counts for the resume offset (docs/protocol.md, "Resume")."""
     return sum(1 for text in events if not _is_comment(text) and text != DONE)
 
 
@@ -174,9 +176,9 @@ def new_message(
     weight: float = 1.0,
     metadata: dict[str, JSON] | None = None,
 ) -> dict[str, JSON]:
-    """A finished message in the seed 000 §6 `ConversationMessage` shape."""
+    """A finished message in the `ConversationMessage` shape."""
     content: dict[str, JSON] = (
-        {"content_type": "code", "language": "json", "text": text}  # seed 000 §2: the call
+        {"content_type": "code", "language": "json", "text": text}  # the call's content
         if code
         else {"content_type": "text", "parts": [text]}
     )
@@ -197,7 +199,7 @@ def new_message(
 
 def returned_value(tool_message: Mapping[str, JSON]) -> str:
     """What a return carried, as the continuation quotes it: `result.message` when there is
-    one (seed 000 §3: "the model reads result.message"), else the result or the raw text."""
+    one (the model reads result.message), else the result or the raw text."""
     content = tool_message.get("content")
     text = content.get("text") if isinstance(content, dict) else None
     if not isinstance(text, str):
@@ -214,7 +216,7 @@ def returned_value(tool_message: Mapping[str, JSON]) -> str:
 
 def _event(data: JSON, name: str | None = None) -> str:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+    return format_event(SSEEvent(name or "message", text))
 
 
 def _delta(**fields: JSON) -> str:
@@ -222,7 +224,8 @@ def _delta(**fields: JSON) -> str:
 
 
 class TurnWriter:
-    """Writes one turn's events in the order real streams use (PROTOCOL.md rules 1-8)."""
+    """Writes one turn's events in the order real streams use (docs/protocol.md, "Delta encoding
+    v1", rules 1-8)."""
 
     def __init__(
         self,
@@ -295,11 +298,11 @@ class TurnWriter:
         out: list[str] = []
         model = {"cot_version": "v5", "resolved_model_slug": self.model}
         for step in script.steps:
-            if isinstance(step, Think):  # seed 000 §5: analysis is hidden reasoning
+            if isinstance(step, Think):  # the analysis channel is hidden reasoning
                 meta = {**model, "is_visually_hidden_from_conversation": True}
                 msg = self._new(text=step.think, channel="analysis", metadata=meta)
                 out += self._stream(msg, "/message/content/parts/0")
-            elif isinstance(step, Call):  # seed 000 §2: the local call's exact structure
+            elif isinstance(step, Call):  # the local call's exact structure ("Local tool calls")
                 args = json.dumps(step.arguments, ensure_ascii=False)
                 meta = {**model, "reasoning_status": "is_reasoning"}
                 msg = self._new(
@@ -340,7 +343,7 @@ class TurnWriter:
         finished by a patch (rule 4) — the shape of every streamed message in the captures."""
         born = copy.deepcopy(final)
         born["status"], born["end_turn"] = "in_progress", None
-        if "text" in born["content"]:  # code: the arguments (seed 000 §2)
+        if "text" in born["content"]:  # code: the arguments ("Local tool calls")
             text, born["content"]["text"] = final["content"]["text"], ""
         else:
             text, born["content"]["parts"] = final["content"]["parts"][0], [""]
@@ -388,12 +391,12 @@ class TurnWriter:
 
     def _ping(self) -> str:
         stamp = datetime.fromtimestamp(self.stamp, UTC).isoformat(sep=" ")
-        return f": ping - {stamp}\n\n"  # PROTOCOL.md "SSE framing": the keep-alive comment
+        return f": ping - {stamp}\n\n"  # docs/protocol.md, "SSE framing": the keep-alive
 
 
 def _cut_index(events: list[str], script: TurnScript) -> int:
     """The first bare continuation frame at or after event offset `cut_after_events`, so that
-    the resume leg starts with one (PROTOCOL.md "Resume")."""
+    the resume leg starts with one (docs/protocol.md, "Resume")."""
     assert script.cut_after_events is not None
     seen = 0
     for index, text in enumerate(events):
@@ -406,7 +409,7 @@ def _cut_index(events: list[str], script: TurnScript) -> int:
 
 
 def _is_bare_frame(text: str) -> bool:
-    """A delta of the form `{"v": "<text>"}` (PROTOCOL.md rule 2)."""
+    """A delta of the form `{"v": "<text>"}` (docs/protocol.md, "Delta encoding v1", rule 2)."""
     if not text.startswith("event: delta\ndata: "):
         return False
     value = json.loads(text[len("event: delta\ndata: ") :])
@@ -414,7 +417,7 @@ def _is_bare_frame(text: str) -> bool:
 
 
 def ws_frames(turn: PlayedTurn, *, subscribe_id: int | None = None) -> list[str]:
-    """The user socket's frames for a WebSocket-delivered turn (PROTOCOL.md "WebSocket
+    """The user socket's frames for a WebSocket-delivered turn (docs/protocol.md, "WebSocket
     handoff"), with the irregularities a reassembler must survive: catch-ups in the subscribe
     reply, a frame on another topic, an item sent before its parent, a duplicate, a heartbeat,
     then `done`. With `subscribe_id` the first frame is the reply to that subscribe command,

@@ -1,6 +1,7 @@
-"""Pydantic models of the wire objects, named after the seeds' TypeScript types (seed 000 and
-003 in `conversation` and `execution`, seed 004 in `responses` and `responses_tools`), and their
-JSON Schema export. Imports nothing of convtap's."""
+"""Pydantic models of the wire objects, named after the TypeScript types of docs/protocol.md
+("The tool return contract" and "Execution target" in `conversation` and `execution`; "Responses
+API" in `responses` and `responses_tools`), and their JSON Schema export. Imports nothing of
+convtap's."""
 
 from convtap.models.conversation import (
     TOOL_RETURN_FIXED,

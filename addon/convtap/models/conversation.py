@@ -1,6 +1,7 @@
-"""Wire models for the Flow A tool protocol (seed 000, §1–§3 and §6 "TypeScript types").
+"""Wire models for local tool calls and their returns (docs/protocol.md, "Local tool calls" and
+"The tool return contract", whose "TypeScript types" they follow).
 
-Each class is named after the seed's TypeScript type and keeps the seed's field names.
+Each class is named after its TypeScript type there and keeps its field names.
 Every model keeps unknown fields (``extra="allow"``) so server drift survives and stays
 visible, and ``to_wire()`` reproduces the wire JSON it was validated from.
 """
@@ -22,15 +23,16 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-# ── enums (seed 000 §6 "real enums") ─────────────────────────────────────────
+# ── enums (the "real enums" of the TypeScript types) ─────────────────────────
 
-# SupportedEncodingEnum = { V1: 'v1' } (asar ZAr).
+# SupportedEncodingEnum = { V1: 'v1' } (a literal enum in the client's own source).
 SupportedEncoding: TypeAlias = Literal["v1"]
 # f/* request action; only 'next' observed in the builder.
 ConversationAction: TypeAlias = Literal["next"]
 # prepare: 'sent'; conversation: 'success' | 'failure' (prepareResponse == null ? ...).
 ClientPrepareState: TypeAlias = Literal["sent", "success", "failure"]
-# §5: null = normal message; 'commentary' = tool trail; 'analysis' = hidden; 'final' = closing.
+# "Channels": null = normal message; 'commentary' = tool trail; 'analysis' = hidden;
+# 'final' = closing.
 ConversationChannel: TypeAlias = Literal["conversation", "commentary", "analysis", "final"] | None
 ConversationRole: TypeAlias = Literal["user", "assistant", "tool", "system"]
 # TS: 'in_progress' | 'finished_successfully' | 'incomplete' | string (open).
@@ -77,7 +79,7 @@ class ConversationMessage(WireModel):
     """A node of the conversation tree as it travels on the wire."""
 
     author: MessageAuthor
-    # §5: "null (absent)" for normal messages, so absence is allowed.
+    # "Channels": null (absent) for normal messages, so absence is allowed.
     channel: ConversationChannel = None
     content: MessageContent
     create_time: WireNumber = Field(description="Unix seconds, float (Date.now()/1000).")
@@ -86,12 +88,12 @@ class ConversationMessage(WireModel):
     metadata: dict[str, Any]
     recipient: MessageRecipient
     status: MessageStatus
-    # §2's call message has no update_time.
+    # The call message of "Local tool calls" has no update_time.
     update_time: WireNumber | None = None
     weight: WireNumber = Field(description="1 observed.")
 
 
-# ── the model's call (§2) ────────────────────────────────────────────────────
+# ── the model's call ("Local tool calls") ──────────────────────────────────────
 
 
 class LocalToolCallAuthor(MessageAuthor):
@@ -115,7 +117,8 @@ class LocalToolCallArgs(WireModel):
 class LocalToolCallMessage(ConversationMessage):
     """The model's call of a client-declared tool, addressed to `local.<tool_name>`.
 
-    Its `id` is the call_id the client echoes in the return (§2).
+    Its `id` is the call_id the client echoes in the return (docs/protocol.md, "Local tool
+    calls").
     """
 
     author: LocalToolCallAuthor
@@ -136,7 +139,7 @@ class LocalToolCallMessage(ConversationMessage):
         return LocalToolCallArgs.model_validate_json(self.content.text)
 
 
-# ── the client return (§3) ───────────────────────────────────────────────────
+# ── the client return ("The tool return contract") ──────────────────────────────
 
 
 class ToolResult(WireModel):
@@ -165,7 +168,8 @@ class ToolReturnAuthor(MessageAuthor):
 class ToolReturnContent(MessageContent):
     """`MessageContent & { content_type: 'code'; language?: undefined }`.
 
-    The return content carries no `language` field at all, not even null (§3).
+    The return content carries no `language` field at all, not even null (docs/protocol.md,
+    "The tool return contract", item 7).
     """
 
     content_type: Literal["code"]
@@ -181,7 +185,8 @@ class ToolReturnContent(MessageContent):
         return data
 
 
-# The fields of a tool return that the contract fixes (seed 000 §3), by path. The model below
+# The fields of a tool return that the contract fixes (docs/protocol.md, "The tool return
+# contract"), by path. The model below
 # holds a return to them, and so do the audit's rules (convtap.contract.returns): one table.
 TOOL_RETURN_FIXED: dict[tuple[str, ...], Any] = {
     ("author", "role"): "tool",
@@ -202,10 +207,11 @@ def is_fixed_value(actual: Any, wanted: Any) -> bool:
 
 
 class ToolReturnMessage(ConversationMessage):
-    """The tool record the client sends back in a new conversation request (§3).
+    """The tool record the client sends back in a new conversation request (docs/protocol.md,
+    "The tool return contract").
 
-    The builder sets `metadata.is_visually_hidden_from_conversation: true`, but the seed's
-    own example has `metadata: {}`; that flag is checked by a rule, not by this model.
+    The builder sets `metadata.is_visually_hidden_from_conversation: true`, but the record
+    observed on the wire has `metadata: {}`; that flag is checked by a rule, not by this model.
     """
 
     author: ToolReturnAuthor
@@ -228,7 +234,7 @@ class ToolReturnMessage(ConversationMessage):
         return ToolResultBody.model_validate_json(self.content.text)
 
 
-# ── declaration (§1) ─────────────────────────────────────────────────────────
+# ── declaration ("Local tool calls") ───────────────────────────────────────────
 
 
 class LocalParamSchema(WireModel):

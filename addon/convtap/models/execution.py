@@ -1,4 +1,4 @@
-"""Wire models for the work submode (seed 003, "TypeScript types").
+"""Wire models for the Work submode (docs/protocol.md, "Execution target", and its types).
 
 The handoff signature the app declares, the execution target persisted in the first user
 message's metadata, and the sidebar's execution-location labels and feature flags.

@@ -1,10 +1,11 @@
-"""Wire models for the Responses API's client-executed call items (seed 004, PROTOCOL.md).
+"""Wire models for the Responses API's client-executed call items (docs/protocol.md, "Responses
+API").
 
 The model's calls (`function_call`, `custom_tool_call`, `tool_search_call` with
 `execution: "client"`) and the client's answers in the next request's `input`
-(`function_call_output`, `custom_tool_call_output`, `tool_search_output`). Seed 004 documents
-`tool_search_output`; the other items follow PROTOCOL.md "Responses API" and the public
-Responses API. Unknown fields are kept, as everywhere.
+(`function_call_output`, `custom_tool_call_output`, `tool_search_output`). They follow the
+public API reference and openai-python's types (`src/openai/types/responses/`). Unknown fields
+are kept, as everywhere.
 """
 
 from __future__ import annotations
@@ -16,31 +17,32 @@ from pydantic import Field
 from convtap.models.conversation import WireModel
 from convtap.models.responses_tools import Omittable, Tool, ToolSearchExecution
 
-# "status: "in_progress" | "completed" | "incomplete"" (seed 004, tool_search_output).
+# "status: "in_progress" | "completed" | "incomplete"" (the API reference, tool_search_output).
 ItemStatus: TypeAlias = Literal["in_progress", "completed", "incomplete"]
 
 
 class ToolSearchOutput(WireModel):
-    """`tool_search_output` (seed 004): the tools a tool search loaded.
+    """`tool_search_output`: the tools a tool search loaded.
 
-    Deliberate deviation: seed 004 documents the item as the server returns it, with `id:
-    string` required, but the client's answer in the next request's `input` carries no `id`
-    (PROTOCOL.md "Responses API"; the public API's input item makes it optional), so `id` may
-    be omitted here. A client answering a client tool search says `execution: "client"`.
+    Deliberate deviation: the API reference documents the item as the server returns it, with
+    `id: string` required, but the client's answer in the next request's `input` carries no
+    `id` (docs/protocol.md, "The Tool union and tool_search_output"; the public API's input item
+    makes it optional), so `id` may be omitted here. A client answering a client tool search
+    says `execution: "client"`.
     """
 
     id: Omittable[str] = None
     call_id: str | None = Field(description="The tool search call's call_id.")
     execution: ToolSearchExecution
     status: ItemStatus
-    tools: list[Tool] = Field(description="The loaded tool definitions (seed 004's Tool union).")
+    tools: list[Tool] = Field(description="The loaded tool definitions (the Tool union).")
     type: Literal["tool_search_output"]
     created_by: Omittable[str] = None
 
 
 class ToolSearchCall(WireModel):
     """`tool_search_call`: the model asks for a tool search (client-run when `execution` is
-    "client"; its `arguments` are an object, PROTOCOL.md)."""
+    "client"; its `arguments` are an object, docs/protocol.md, "Responses API")."""
 
     type: Literal["tool_search_call"]
     id: str
@@ -65,8 +67,8 @@ class FunctionCall(WireModel):
 class FunctionCallOutput(WireModel):
     """`function_call_output`: the client's answer to a `function_call`.
 
-    PROTOCOL.md pins `output` to a string (rule `responses-output-type`); seed 004 documents
-    no list-of-content form, so a list is a validation error here.
+    docs/protocol.md, "Responses API", pins `output` to a string (rule
+    `responses-output-type`), so a list of content is a validation error here.
     """
 
     type: Literal["function_call_output"]

@@ -1,12 +1,13 @@
-"""Wire models for the Responses API `Tool` union (seed 004, `tool_search_output.tools`).
+"""Wire models for the Responses API `Tool` union (docs/protocol.md, "The Tool union and
+tool_search_output"; `tool_search_output.tools`).
 
-One class per member of seed 004's `Tool` union, named after the seed's type and keeping its
-field names. A field the seed writes `name?: T` may be omitted but is never null
+One class per member of the API reference's `Tool` union, named after its type there and keeping
+its field names. A field the reference writes `name?: T` may be omitted but is never null
 (`Omittable[T]`); `name?: T | null` may be omitted or null (`T | None = None`). Each stated
-constraint (enumeration, range, length) is validated and carries the seed's wording.
+constraint (enumeration, range, length) is validated and carries the reference's wording.
 
 `Tool` is the discriminated union of the known members plus `UnknownTool`, the fallback for a
-`type` this seed does not list, so a new server tool survives as drift instead of failing.
+`type` the reference does not list, so a new server tool survives as drift instead of failing.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class _NotNull:
         return rest | branches[0] if len(branches) == 1 else rest | {"anyOf": branches}
 
 
-# `field?: T` (no `| null`) in seed 004: may be omitted, never null.
+# `field?: T` (no `| null`) in the API reference: may be omitted, never null.
 Omittable: TypeAlias = Annotated[_T | None, _NotNull()]
 
 _URL_ADAPTER: TypeAdapter[AnyUrl] = TypeAdapter(AnyUrl)
@@ -158,7 +159,7 @@ CompoundFilter.model_rebuild()
 class HybridSearch(WireModel):
     """`RankingOptions.hybrid_search`: weights of the reciprocal ranking fusion.
 
-    Seed 004 lists only `text_weight` (required); `embedding_weight` is the public API's other
+    The reference lists only `text_weight` (required); `embedding_weight` is the public API's other
     weight and is accepted but not required here.
     """
 
@@ -212,13 +213,13 @@ class ComputerUsePreviewTool(WireModel):
 
 
 class WebSearchFilters(WireModel):
-    """`WebSearchTool.filters` (the seed's `Filters`)."""
+    """`WebSearchTool.filters` (the reference's `Filters`)."""
 
     allowed_domains: list[str] | None = None
 
 
 class WebSearchUserLocation(WireModel):
-    """`WebSearchTool.user_location` (the seed's `UserLocation`, `type` optional)."""
+    """`WebSearchTool.user_location` (the reference's `UserLocation`, `type` optional)."""
 
     city: str | None = None
     country: str | None = Field(default=None, description="Two-letter ISO code, e.g. US.")
@@ -240,7 +241,7 @@ class WebSearchTool(WireModel):
 
 
 class WebSearchPreviewUserLocation(WireModel):
-    """`WebSearchPreviewTool.user_location` (the seed's `UserLocation`, `type` required)."""
+    """`WebSearchPreviewTool.user_location` (the reference's `UserLocation`, `type` required)."""
 
     # "type: "approximate"": always approximate.
     type: Literal["approximate"]
@@ -271,11 +272,11 @@ class McpToolFilter(WireModel):
 
 
 class McpToolApprovalFilterAlways(McpToolFilter):
-    """`McpToolApprovalFilter.always` (the seed's `Always { read_only, tool_names }`)."""
+    """`McpToolApprovalFilter.always` (the reference's `Always { read_only, tool_names }`)."""
 
 
 class McpToolApprovalFilterNever(McpToolFilter):
-    """`McpToolApprovalFilter.never` (the seed's `Never { read_only, tool_names }`)."""
+    """`McpToolApprovalFilter.never` (the reference's `Never { read_only, tool_names }`)."""
 
 
 class McpToolApprovalFilter(WireModel):
@@ -584,7 +585,7 @@ class ApplyPatchTool(WireModel):
 
 # ── the union ────────────────────────────────────────────────────────────────
 
-# In seed 004's order.
+# In the API reference's order.
 KNOWN_TOOL_MODELS: tuple[type[WireModel], ...] = (
     FunctionTool,
     FileSearchTool,
@@ -603,7 +604,7 @@ KNOWN_TOOL_MODELS: tuple[type[WireModel], ...] = (
     WebSearchPreviewTool,
     ApplyPatchTool,
 )
-# Each `type` value seed 004 lists, mapped to its model (two models take two values each).
+# Each `type` value the reference lists, mapped to its model (two models take two values each).
 TOOL_MODEL_BY_TYPE: dict[str, type[WireModel]] = {
     value: model
     for model in KNOWN_TOOL_MODELS
@@ -632,7 +633,7 @@ KnownTool: TypeAlias = Annotated[
 
 
 class UnknownTool(WireModel):
-    """A tool whose `type` seed 004 does not list: kept whole, every field an extra."""
+    """A tool whose `type` the API reference does not list: kept whole, every field an extra."""
 
     # The JSON Schema says so too, so that a known tool matches exactly one branch of `Tool`.
     type: str = Field(json_schema_extra={"not": {"enum": [*sorted(TOOL_MODEL_BY_TYPE)]}})

@@ -1,9 +1,10 @@
 """The mitmproxy addon: `mitmdump -s addon/mitm.py [--set convtap_db=PATH]` (or mitmweb).
 
-It recognises the conversation endpoints, taps their event streams without holding a byte, and
-hands what happens to the recorder as events. Rules it keeps (mitmproxy-notes): the stream
-callable is sync, never raises and returns its input unchanged; finishing happens in `response`
-/ `error`, never on an empty chunk; nothing slow runs on mitmproxy's event loop.
+It recognises the conversation endpoints, taps their event streams without holding a byte, and hands
+what happens to the recorder as events. Rules it keeps (docs/architecture.md, "The proxy and
+mitmproxy"): the stream callable is sync, never raises and returns its input unchanged; finishing
+happens in `response` / `error`, never on an empty chunk; nothing slow runs on mitmproxy's event
+loop.
 """
 
 from __future__ import annotations
@@ -20,21 +21,21 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.exceptions import OptionsError
 
-from convtap.proxy import contentview
-from convtap.proxy.tap import Tap
-from convtap.record.events import (
+from convtap.journal.backend import JournalBackend
+from convtap.journal.events import (
     OwnFailure,
     RecorderEvent,
     ResponseStarted,
     WebSocketEnded,
     WebSocketMessage,
 )
+from convtap.journal.segments import JournalError
+from convtap.proxy import contentview
+from convtap.proxy.tap import Tap
 from convtap.record.flows import headers_of, request_seen, response_events
-from convtap.record.journal import JournalError
-from convtap.record.recorder import STREAMED_KINDS
-from convtap.record.store import DEFAULT_DB, StoreError, check_database
-from convtap.record.worker import JournalBackend, LocalRecorder
-from convtap.wire.session import endpoint_kind
+from convtap.record.local import LocalRecorder
+from convtap.store.database import DEFAULT_DB, StoreError, check_database
+from convtap.wire.session import STREAMED, Endpoint, endpoint_kind
 
 log = logging.getLogger("convtap")
 # Why recording stopped, in this process (`convtap record` exits non-zero when it did).
@@ -167,7 +168,7 @@ class ConvtapAddon:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:
             assert flow.response is not None
-            if self.kinds.get(flow.id) not in STREAMED_KINDS or not flow.live:
+            if self.kinds.get(flow.id) not in STREAMED or not flow.live:
                 return  # a flow read from a file is never streamed: `response` has it whole
             if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
                 headers = headers_of(flow.response)
@@ -182,7 +183,7 @@ class ConvtapAddon:
 
     def response(self, flow: http.HTTPFlow) -> None:
         try:
-            if self.kinds.get(flow.id) == "websocket":
+            if self.kinds.get(flow.id) == Endpoint.WEBSOCKET:
                 return  # the 101 answer: the socket's messages follow
             self._end(flow)
         except Exception as exc:
@@ -224,7 +225,7 @@ class ConvtapAddon:
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         try:
-            if self.kinds.pop(flow.id, None) == "websocket":
+            if self.kinds.pop(flow.id, None) == Endpoint.WEBSOCKET:
                 self.send(WebSocketEnded(flow.id, time.time()))
         except Exception as exc:
             self.failure(flow.id, exc)

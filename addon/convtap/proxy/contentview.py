@@ -3,9 +3,9 @@ frame of the user WebSocket, decoded (messages, tool calls, decode errors) inste
 `data: {"v": ...}` lines, in mitmweb, the console and mitmdump's flow detail. The decoder and the
 text are those of `convtap decode`.
 
-mitmproxy 11 and 12 have two content view APIs (mitmproxy-notes §5): `View` subclasses with
-`__call__` on 11, `Contentview` classes with `prettify` on 12. Both are made here from one
-renderer, and `register` / `unregister` pick the one the running mitmproxy has.
+mitmproxy 11 and 12 have two content view APIs (docs/architecture.md, "The content view"): `View`
+subclasses with `__call__` on 11, `Contentview` classes with `prettify` on 12. Both are made here
+from one renderer, and `register` / `unregister` pick the one the running mitmproxy has.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 from mitmproxy import contentviews, http
 
-from convtap.record.decoding import decoded_text
+from convtap.ingest.decoding import decoded_text
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import escape_lone_surrogates
-from convtap.wire.session import endpoint_kind
+from convtap.wire.session import Endpoint, endpoint_kind
 from convtap.wire.turn import TurnDecoder, message_text, tool_call
 from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler
 
@@ -37,7 +37,9 @@ def applies(flow: Any, http_message: Any = None, websocket_message: Any = None) 
         return False
     kind = endpoint_kind(flow.request.method, flow.request.path)
     if websocket_message is not None:
-        return kind == "websocket" and TURN_TOPIC_PREFIX.encode() in websocket_message.content
+        return (
+            kind == Endpoint.WEBSOCKET and TURN_TOPIC_PREFIX.encode() in websocket_message.content
+        )
     return kind in DECODED and http_message is not None and http_message is flow.response
 
 
@@ -109,9 +111,9 @@ def _frame(data: bytes, flow: Any, message: Any) -> str:
     if turn.assembler.done and alone.done and turn.size <= MAX_TURN:
         lines += ["", "the turn, ended in this frame:", decoded_text("".join(turn.sse).encode())]
         return "\n".join(lines)
-    d = turn.decoder.decoder
+    d = turn.decoder.summary()
     lines += ["", f"the turn so far: {d.event_count} events · {len(d.messages)} message(s)"]
-    for msg in d.messages.values():
+    for msg in d.messages:
         author = (msg.get("author") or {}).get("role", "?")
         size = len(message_text(msg))
         lines.append(f"   ── {author} → {msg.get('recipient') or 'all'} · {msg.get('status')}"

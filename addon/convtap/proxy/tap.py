@@ -1,6 +1,6 @@
-"""The tap on a streamed response: each chunk goes to the client unchanged, and a decoded copy
-to the recorder's sink, the journal (mitmproxy-notes §2: the callable is sync, never raises,
-returns its input)."""
+"""The tap on a streamed response: each chunk goes to the client unchanged, and a decoded copy to
+the recorder's sink, the journal (docs/architecture.md, "The proxy and mitmproxy": the callable is
+sync, never raises, returns its input)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Recording: the recorder fed typed events (per protocol), redaction, the store (the only place
-that speaks SQL), the recorder process, and the readers of capture files (.mitm, HAR, .sse,
-other capture databases). May import `contract`, `wire` and `models`, and mitmproxy's flow
-types (never its addon API)."""
+"""Recording: the pipeline fed typed events, live or offline (`recorder`, one side per protocol:
+`conversation`, `responses`), where its rows, echo lines and findings go (`output`), mitmproxy
+flows as events (`flows`), and the recorder in this process (`local`) or in its own, fed by the
+journal (`worker`). May import `journal`, `store`, `redact`, `contract`, `wire` and `models`,
+and mitmproxy's flow types (never its addon API)."""

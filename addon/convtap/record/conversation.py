@@ -1,5 +1,5 @@
 """Recording f/conversation: turns, their resume legs and WebSocket continuation, messages,
-tool calls and tool returns (PROTOCOL.md "Resume", "WebSocket handoff", "Local tool calls").
+tool calls and tool returns (docs/protocol.md, "Resume", "WebSocket handoff", "Local tool calls").
 
 A resume leg continues the open turn of its conversation (or, when that turn was never seen,
 starts one of its own so that nothing it carries is lost); a WebSocket turn topic continues the
@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.contract.returns import Call
 from convtap.record.output import Output
-from convtap.record.redact_stream import StreamRedaction
+from convtap.redact.stream import StreamRedaction
+from convtap.store.rows import (
+    ConversationNodeRow,
+    MessageRow,
+    ToolCallRow,
+    ToolReturnRow,
+    ToolSignatureRow,
+    TurnRow,
+)
 from convtap.wire.bounded import Bounded
-from convtap.wire.delta import Appended, Update
+from convtap.wire.events import (
+    ControlEvent,
+    ConversationSeen,
+    DecoderEvent,
+    MessageChanged,
+    StreamDone,
+)
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import TurnRequest, conversation_nodes
-from convtap.wire.sse import SSEEvent
 from convtap.wire.turn import TurnDecoder, handoff_topic, message_text, tool_call
 
 WRITTEN_MEMORY = 20_000  # message rows remembered, so that unchanged echoes are not rewritten
@@ -39,10 +51,13 @@ class Turn:
     redaction: StreamRedaction  # what is stored of its stream, secrets cut out
     decoder: TurnDecoder = field(default_factory=TurnDecoder)
     ws_topic: str | None = None
+    streamed_conversation: str | None = None  # the conversation the stream named
+    handoff: dict[str, Any] | None = None  # the stream's last `stream_handoff` event
+    finished: bool = False  # the stream completed or said [DONE]
 
     @property
     def conversation_id(self) -> str | None:
-        return self.decoder.decoder.conversation_id or self.request.conversation_id
+        return self.streamed_conversation or self.request.conversation_id
 
 
 class ConversationSide:
@@ -63,17 +78,16 @@ class ConversationSide:
         if request.conversation_id:
             self.open_turns[request.conversation_id] = turn
         for signature in request.signatures:
-            row = {"turn_id": turn.id, "name": str(signature.get("name")),
-                   "signature": self.out.redact.dumps(signature)}  # fmt: skip
-            self.out.upsert("tool_signatures", row)
+            name, text = str(signature.get("name")), self.out.redact.dumps(signature)
+            self.out.put(ToolSignatureRow(turn.id, name, text))
         for n, ret in enumerate(request.returns):
-            self.out.upsert("tool_returns", {
-                "id": f"{flow_id}:{n}", "protocol": "f-conversation", "flow_id": flow_id,
-                "conversation_id": request.conversation_id,
-                "parent_message_id": request.parent_message_id, "message_id": ret.message_id,
-                "tool": ret.tool, "body_call_id": ret.call_id, "body_tool": ret.body_tool,
-                "message": self.out.redact.dumps(ret.message), "returned_at": at,
-            })  # fmt: skip
+            self.out.put(ToolReturnRow(
+                id=f"{flow_id}:{n}", protocol="f-conversation", flow_id=flow_id,
+                conversation_id=request.conversation_id,
+                parent_message_id=request.parent_message_id, message_id=ret.message_id,
+                tool=ret.tool, body_call_id=ret.call_id, body_tool=ret.body_tool,
+                message=self.out.redact.dumps(ret.message), returned_at=at,
+            ))  # fmt: skip
             target = request.parent_message_id or ret.call_id or "?"
             answers = self.known_calls.get(target) or self.known_calls.get(ret.call_id or "")
             paired = f"answers {answers} call {target}" if answers else "answers no recorded call"
@@ -95,34 +109,36 @@ class ConversationSide:
         def raw(when: float, count: int, text: str) -> None:
             self.out.raw(flow_id, when, "sse", count, text)
 
-        def keep(text: str, events: Sequence[SSEEvent], appended: Appended) -> None:
-            turn.redaction.chunk(at, text, events, raw, appended, turn.decoder.unread_lines)
-
-        self._updates(turn, turn.decoder.feed(data, keep), at)
+        decoded = turn.decoder.feed(data)
+        if decoded.text:  # the events, and the lines around them: kept raw too
+            turn.redaction.chunk(
+                at, decoded.text, decoded.sse, raw, decoded.appended, decoded.unread_lines
+            )
+        self._updates(turn, decoded.events, at)
 
     def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:
         """The leg's body is over; True when it was cut inside an event."""
-        turn.decoder.end_leg()
+        truncated = turn.decoder.end_leg()
         turn.redaction.flush()
         self.persist(turn, at)
-        return turn.decoder.truncated
+        return truncated
 
     def ws_frame(self, text: str, at: float) -> None:
         """A server frame of the user socket: every claimed turn topic may continue with it, and
         a turn that hands off later takes the frames that came before (the backlog)."""
         self.ws_backlog.append(text)
         for turn in list(self.topics.values()):
-            self._updates(turn, turn.decoder.feed_ws_frame(text), at)
+            self._updates(turn, turn.decoder.feed_ws_frame(text).events, at)
 
     def ws_end(self, at: float) -> None:
         for topic, turn in list(self.topics.items()):
-            turn.decoder.close()
+            self._updates(turn, turn.decoder.close(), at)
             self.persist(turn, at)
             del self.topics[topic]
 
     def _claim_topic(self, turn: Turn, at: float) -> None:
         """The turn handed off to a WebSocket topic: it takes the frames already seen."""
-        topic = handoff_topic(turn.decoder.decoder)
+        topic = handoff_topic(turn.handoff)
         if topic is None or topic in self.topics:
             return
         turn.ws_topic = topic
@@ -131,14 +147,14 @@ class ConversationSide:
         # may be cut across them): its messages are looked at whole, as if the stream had hints.
         turn.redaction.hinted(keys=True, values=True)
         for frame in list(self.ws_backlog):
-            self._updates(turn, turn.decoder.feed_ws_frame(frame), at)
+            self._updates(turn, turn.decoder.feed_ws_frame(frame).events, at)
 
     def close(self) -> None:
         """Shutdown or end of import: write what every unfinished turn holds."""
         now = time.time()
         for turn in {id(t): t for t in [*self.open_turns.values(), *self.topics.values()]}.values():
             turn.redaction.flush()
-            turn.decoder.close()
+            self._updates(turn, turn.decoder.close(), now)
             self.persist(turn, now)
         self.open_turns.clear()
         self.topics.clear()
@@ -147,30 +163,37 @@ class ConversationSide:
         """`GET conversation/<id>`: the tree's nodes (how acceptance of a return is seen)."""
         conversation_id, nodes = conversation_nodes(body)
         for node in nodes:
-            self.out.upsert("conversation_nodes", {
-                "conversation_id": conversation_id, "node_id": node["node_id"],
-                "message_id": node.get("id"), "role": (node.get("author") or {}).get("role"),
-                "flow_id": flow_id, "seen_at": at,
-            })  # fmt: skip
+            self.out.put(ConversationNodeRow(
+                conversation_id=conversation_id, node_id=node["node_id"],
+                message_id=node.get("id"), role=(node.get("author") or {}).get("role"),
+                flow_id=flow_id, seen_at=at,
+            ))  # fmt: skip
 
     # -- what the stream says --------------------------------------------------------------------
 
-    def _updates(self, turn: Turn, updates: list[Update], at: float) -> None:
-        for update in updates:
-            if update.kind == "message":
-                self._message(turn, turn.decoder.decoder.messages[update.value], at)
-            elif update.kind == "event" and update.value.get("type") == "stream_handoff":
-                self._claim_topic(turn, at)
+    def _updates(self, turn: Turn, events: list[DecoderEvent], at: float) -> None:
+        for event in events:
+            if type(event) is MessageChanged:
+                self._message(turn, event.message, at)
+            elif type(event) is ControlEvent:
+                if event.type == "stream_handoff":
+                    turn.handoff = event.payload
+                    self._claim_topic(turn, at)
+                elif event.type == "message_stream_complete":
+                    turn.finished = True
+            elif type(event) is ConversationSeen:
+                turn.streamed_conversation = event.conversation_id
+            elif type(event) is StreamDone:
+                turn.finished = True
         self._track_open(turn)
 
     def _track_open(self, turn: Turn) -> None:
         """A turn stays open to resume legs until its stream completes or says [DONE]; a first
         turn learns its conversation id from the stream."""
-        d = turn.decoder.decoder
         conversation_id = turn.conversation_id
         if conversation_id is None:
             return
-        if d.done or d.stream_complete:
+        if turn.finished:
             if self.open_turns.get(conversation_id) is turn:
                 del self.open_turns[conversation_id]
         else:
@@ -186,12 +209,12 @@ class ConversationSide:
             return
         self.known_calls[call.call_id] = call.recipient
         arguments_text = self.out.redact.text(call.arguments_text)  # stored and printed so
-        self.out.upsert("tool_calls", {
-            "call_id": call.call_id, "protocol": "f-conversation", "turn_id": turn.id,
-            "conversation_id": conversation_id, "recipient": call.recipient, "kind": call.kind,
-            "tool": call.tool, "arguments": self.out.redact.dumps(call.arguments),
-            "arguments_text": arguments_text, "complete": int(call.complete), "called_at": at,
-        })  # fmt: skip
+        self.out.put(ToolCallRow(
+            call_id=call.call_id, protocol="f-conversation", turn_id=turn.id,
+            conversation_id=conversation_id, recipient=call.recipient, kind=call.kind,
+            tool=call.tool, arguments=self.out.redact.dumps(call.arguments),
+            arguments_text=arguments_text, complete=int(call.complete), called_at=at,
+        ))  # fmt: skip
         if call.complete and call.call_id not in self.echoed:
             self.echoed[call.call_id] = True
             self.out.say(f"call    {call.recipient}  {call.call_id}  {arguments_text}")
@@ -221,34 +244,31 @@ class ConversationSide:
         stored, stored_text = self.out.redact.message(
             message, text, clean.values_clean, clean.keys_clean
         )
-        self.out.upsert("messages", {
-            "id": message["id"], "conversation_id": turn.conversation_id, "turn_id": turn.id,
-            "role": author.get("role"), "name": author.get("name"),
-            "recipient": message.get("recipient"), "channel": message.get("channel"),
-            "content_type": content.get("content_type") if isinstance(content, dict) else None,
-            "status": message.get("status"), "text": stored_text, "json": stored,
-            "first_seen_at": at, "updated_at": at,
-        })  # fmt: skip
+        self.out.put(MessageRow(
+            id=message["id"], conversation_id=turn.conversation_id, turn_id=turn.id,
+            role=author.get("role"), name=author.get("name"),
+            recipient=message.get("recipient"), channel=message.get("channel"),
+            content_type=content.get("content_type") if isinstance(content, dict) else None,
+            status=message.get("status"), text=stored_text, json=stored,
+            first_seen_at=at, updated_at=at,
+        ))  # fmt: skip
 
     def persist(self, turn: Turn, at: float) -> None:
-        d = turn.decoder.decoder
-        for message in d.messages.values():
+        d = turn.decoder.summary()
+        for message in d.messages:
             self._message(turn, message, at)
             self._write_message(turn, message, at)
         req = turn.request
         redact = self.out.redact
-        self.out.upsert("turns", {
-            "id": turn.id, "conversation_id": turn.conversation_id,
-            "parent_message_id": req.parent_message_id, "model": req.model,
-            "client": turn.client,
-            "challenge": redact.placeholder(req.challenge) if req.challenge else None,
-            "execution_target": redact.dumps(req.execution_target),
-            "message_ids": dumps(req.message_ids), "encoding": d.encoding,
-            "done": int(d.done), "stream_complete": int(d.stream_complete),
-            "truncated": int(turn.decoder.truncated), "event_count": d.event_count,
-            "legs": turn.decoder.legs, "ws_topic": turn.ws_topic,
+        self.out.put(TurnRow(
+            id=turn.id, conversation_id=turn.conversation_id,
+            parent_message_id=req.parent_message_id, model=req.model, client=turn.client,
+            challenge=req.challenge,  # read from the redacted body: a placeholder
+            execution_target=redact.dumps(req.execution_target),
+            message_ids=dumps(req.message_ids), encoding=d.encoding, done=int(d.done),
+            stream_complete=int(d.stream_complete), truncated=int(d.truncated),
+            event_count=d.event_count, legs=d.legs, ws_topic=turn.ws_topic,
             # a decode error may quote the value it could not read
-            "errors": redact.dumps([e._asdict() for e in d.errors]),
-            "started_at": turn.started_at,
-            "ended_at": at,
-        })  # fmt: skip
+            errors=redact.dumps([e._asdict() for e in d.errors]),
+            started_at=turn.started_at, ended_at=at,
+        ))  # fmt: skip

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from mitmproxy import http
 
-from convtap.record.events import (
+from convtap.journal.events import (
     BodyChunk,
     Headers,
     RecorderEvent,

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any, Protocol
+from typing import Protocol
 
 from convtap.contract.auditor import Auditor
 from convtap.contract.registry import Finding
-from convtap.record.redact import Redactor
+from convtap.redact.redactor import Redactor
+from convtap.store.rows import EventRow, FindingRow, FlowRow, Row
 
 LIVE_LIMIT = 4096  # calls, turns and conversations the live audit remembers
-FAILURE_KEPT = 2000  # characters of a failure's message stored with its flow
+FAILURE_KEPT = 2000  # characters of a failure's message stored with its flow (as the store's)
 FAILURE_READ = 20_000  # characters of it searched for secrets (more than any kept one spans)
 
 
 class Sink(Protocol):
-    def put(self, kind: str, table: str, row: dict[str, Any]) -> None: ...
+    """Where rows go: the store's `Writer`, or a test's list."""
+
+    def put(self, row: Row) -> None: ...
 
 
 class Output:
@@ -31,13 +33,9 @@ class Output:
         self.quiet = False  # rebuilding state after a crash: what it derives is already stored
         self._seq: dict[str, int] = {}  # flow id -> the next raw event row's number
 
-    def upsert(self, table: str, row: dict[str, Any]) -> None:
+    def put(self, row: Row) -> None:
         if not self.quiet:
-            self.sink.put("upsert", table, row)
-
-    def insert(self, table: str, row: dict[str, Any]) -> None:
-        if not self.quiet:
-            self.sink.put("insert", table, row)
+            self.sink.put(row)
 
     def say(self, line: str) -> None:
         if not self.quiet:
@@ -48,18 +46,19 @@ class Output:
         SSE text that `reprocess` feeds to the decoder again) or a WebSocket frame, redacted."""
         seq = self._seq.get(flow_id, 0)
         self._seq[flow_id] = seq + 1
-        self.insert("events", {"flow_id": flow_id, "seq": seq, "at": at, "event": event,
-                               "count": count, "data": data})  # fmt: skip
+        self.put(EventRow(flow_id, seq, at, event, count, data))
 
     def forget(self, flow_id: str) -> None:
         self._seq.pop(flow_id, None)
 
     def report(self, findings: list[Finding]) -> None:
         for finding in findings:
-            row = asdict(finding)
-            row["evidence"] = self.redact.dumps(row["evidence"])
-            row["created_at"] = time.time()
-            self.insert("findings", row)
+            self.put(FindingRow(
+                rule=finding.rule, severity=finding.severity, message=finding.message,
+                conversation_id=finding.conversation_id, call_id=finding.call_id,
+                return_id=finding.return_id, flow_id=finding.flow_id,
+                evidence=self.redact.dumps(finding.evidence), created_at=time.time(),
+            ))  # fmt: skip
             where = finding.call_id or finding.return_id or finding.flow_id
             self.say(f"finding {finding.severity:<7} {finding.rule}  {finding.message}  ({where})")
 
@@ -67,4 +66,4 @@ class Output:
         """Our own failure on a flow, kept with it (the traffic went on). An exception's message
         may quote what it failed on: it is redacted as plain text is."""
         text = self.redact.scrub(detail[:FAILURE_READ])[:FAILURE_KEPT]
-        self.upsert("flows", {"id": flow_id, "failure": text})
+        self.put(FlowRow(flow_id, failure=text))

@@ -8,11 +8,11 @@ writer) and one line per tool call and tool return goes to `echo`. The protocol 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from convtap.record.conversation import ConversationSide, Turn
-from convtap.record.events import (
+from convtap.contract.auditor import Auditor
+from convtap.journal.events import (
     BodyChunk,
     Headers,
     OwnFailure,
@@ -23,14 +23,14 @@ from convtap.record.events import (
     WebSocketEnded,
     WebSocketMessage,
 )
+from convtap.record.conversation import ConversationSide, Turn
 from convtap.record.output import Output, Sink
-from convtap.record.redact import Redactor
-from convtap.record.redact_stream import FrameRedaction
 from convtap.record.responses import ResponsesSide
+from convtap.redact.redactor import Redactor
+from convtap.redact.stream import FrameRedaction
+from convtap.store.rows import FlowRow
 from convtap.wire.jsonvalue import dumps
-from convtap.wire.session import endpoint_kind, parse_json, read_turn_request
-
-STREAMED_KINDS = ("conversation", "resume", "responses")
+from convtap.wire.session import STREAMED, Endpoint, endpoint_kind, parse_json, read_turn_request
 
 
 @dataclass
@@ -73,6 +73,29 @@ class Recorder:
             case OwnFailure():
                 self.out.failure(event.flow_id, event.detail)
 
+    def handle_safely(self, event: RecorderEvent) -> None:
+        """`handle`, with a failure of our own kept on its flow: one bad flow must not end the
+        recording."""
+        try:
+            self.handle(event)
+        except Exception as exc:
+            self.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
+
+    def rebuild(self, events: Iterable[RecorderEvent], auditor: Auditor) -> None:
+        """Decode `events` again writing and printing nothing (what they derive is stored
+        already), so that the flows they open are whole again; then audit on with `auditor`,
+        rebuilt from the database. How a recorder restarted after a crash goes on."""
+        out = self.out
+        out.quiet = True
+        out.auditor = Auditor()  # a scratch one: `auditor` knows it all already
+        try:
+            for event in events:
+                self.handle_safely(event)
+        finally:
+            out.quiet = False
+            out.auditor = auditor
+            self.conversation.written.clear()  # their message rows: written again when changed
+
     def idle(self, now: float, wait: float = 1.0) -> None:
         """Nothing new for a while: chunks held back for `wait` seconds are stored."""
         for state in self.flows.values():
@@ -104,29 +127,29 @@ class Recorder:
         conversation_id = body.get("conversation_id") if isinstance(body, dict) else None
         conversation_id = conversation_id if isinstance(conversation_id, str) else None
         out = self.out
-        if kind == "conversation":
-            request = read_turn_request(body)
+        if kind == Endpoint.CONVERSATION:
+            # Read once, redacted (its challenge a placeholder): the turn and the audit share it.
+            redacted = out.redact.json(body)
+            request = read_turn_request(redacted)
             state.turn = self.conversation.start_turn(ev.flow_id, request, client, ev.at)
-            out.report(out.auditor.request(ev.flow_id, out.redact.json(body), ev.at))
-        elif kind == "prepare":
+            out.report(out.auditor.request(ev.flow_id, redacted, ev.at, request))
+        elif kind == Endpoint.PREPARE:
             out.auditor.prepare(conversation_id, ev.at)
-        elif kind == "responses":
+        elif kind == Endpoint.RESPONSES:
             self.responses.request(ev.flow_id, body, ev.at)
-        elif kind == "resume":
+        elif kind == Endpoint.RESUME:
             state.turn = self.conversation.resume_turn(ev.flow_id, conversation_id, ev.at)
-        out.upsert("flows", {
-            "id": ev.flow_id, "kind": kind, "method": ev.method, "url": out.redact.url(ev.url),
-            "host": ev.host, "path": out.redact.url(ev.path.split("?", 1)[0]), "client": client,
-            "request_headers": dumps(out.redact.headers(ev.headers)),
-            "request_body": self._body_text(kind, ev.body, body),
-            "conversation_id": conversation_id,
-            "turn_id": state.turn.id if state.turn else None,
-            "started_at": ev.at, "source": ev.source,
-        })  # fmt: skip
+        out.put(FlowRow(
+            ev.flow_id, kind=kind, method=ev.method, url=out.redact.url(ev.url), host=ev.host,
+            path=out.redact.url(ev.path.split("?", 1)[0]), client=client,
+            request_headers=dumps(out.redact.headers(ev.headers)),
+            request_body=self._body_text(kind, ev.body, body), conversation_id=conversation_id,
+            turn_id=state.turn.id if state.turn else None, started_at=ev.at, source=ev.source,
+        ))  # fmt: skip
 
     def _started(self, ev: ResponseStarted) -> None:
         state = self.flows.get(ev.flow_id)
-        if state is None or state.kind not in STREAMED_KINDS or not is_event_stream(ev.headers):
+        if state is None or state.kind not in STREAMED or not is_event_stream(ev.headers):
             return
         if state.kind == "responses":
             self.responses.start(ev.flow_id)
@@ -161,12 +184,11 @@ class Recorder:
         if state.kind == "conversation-get":
             self.conversation.nodes(ev.flow_id, parsed, ev.at)
         out = self.out
-        out.upsert("flows", {
-            "id": ev.flow_id, "status": ev.status,
-            "response_headers": dumps(out.redact.headers(ev.headers)),
-            "response_body": None if streamed else self._body_text(state.kind, body, parsed),
-            "ended_at": ev.at, "outcome": outcome,
-        })  # fmt: skip
+        out.put(FlowRow(
+            ev.flow_id, status=ev.status, response_headers=dumps(out.redact.headers(ev.headers)),
+            response_body=None if streamed else self._body_text(state.kind, body, parsed),
+            ended_at=ev.at, outcome=outcome,
+        ))  # fmt: skip
         if state.kind != "websocket":
             del self.flows[ev.flow_id]
             out.forget(ev.flow_id)
@@ -202,4 +224,8 @@ class Recorder:
         if parsed is None:
             return f"<{len(raw)} bytes, not JSON>"
         redact = self.out.redact
-        return dumps(redact.every_string(parsed)) if kind == "sentinel" else redact.dumps(parsed)
+        return (
+            dumps(redact.every_string(parsed))
+            if kind == Endpoint.SENTINEL
+            else redact.dumps(parsed)
+        )

@@ -9,17 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.output import Output
-from convtap.record.redact_stream import StreamRedaction
+from convtap.redact.stream import StreamRedaction
+from convtap.store.rows import ToolCallRow, ToolReturnRow
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.responses import OUTPUTS, ResponsesDecoder, client_calls
-from convtap.wire.sse import SSEParser
+from convtap.wire.responses import OUTPUTS, ResponsesStream, client_calls
 
 
 @dataclass
 class ResponsesFlow:
     redaction: StreamRedaction  # what is stored of its stream, secrets cut out
-    decoder: ResponsesDecoder = field(default_factory=ResponsesDecoder)
-    parser: SSEParser = field(default_factory=SSEParser)
+    stream: ResponsesStream = field(default_factory=ResponsesStream)
 
 
 class ResponsesSide:
@@ -36,13 +35,12 @@ class ResponsesSide:
         for n, item in enumerate(items if isinstance(items, list) else []):
             if not isinstance(item, dict) or item.get("type") not in OUTPUTS:
                 continue
-            out.upsert("tool_returns", {
-                "id": f"{flow_id}:{n}", "protocol": "responses", "flow_id": flow_id,
-                "conversation_id": previous if isinstance(previous, str) else None,
-                "message_id": item.get("id"), "tool": item.get("type"),
-                "body_call_id": item.get("call_id"), "message": out.redact.dumps(item),
-                "returned_at": at,
-            })  # fmt: skip
+            out.put(ToolReturnRow(
+                id=f"{flow_id}:{n}", protocol="responses", flow_id=flow_id,
+                conversation_id=previous if isinstance(previous, str) else None,
+                message_id=item.get("id"), tool=item.get("type"),
+                body_call_id=item.get("call_id"), message=out.redact.dumps(item), returned_at=at,
+            ))  # fmt: skip
             out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
@@ -54,13 +52,10 @@ class ResponsesSide:
         if flow is None:
             self.start(flow_id)
             flow = self.flows[flow_id]
-        events = flow.parser.feed(data)
-        text = flow.parser.consumed_text  # the events, and the lines around them: kept raw too
-        if not text:
-            return
-        flow.decoder.feed_all(events, flow.parser.bad_utf8, collect=True)
-        appended, unread = flow.decoder.appended, flow.parser.unread_lines
-        flow.redaction.chunk(at, text, events, self._raw(flow_id), appended, unread)
+        decoded = flow.stream.feed(data)
+        if decoded.text:  # the events, and the lines around them: kept raw too
+            flow.redaction.chunk(at, decoded.text, decoded.sse, self._raw(flow_id),
+                                 decoded.appended, decoded.unread_lines)  # fmt: skip
 
     def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
         return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text)
@@ -74,25 +69,24 @@ class ResponsesSide:
         True when the stream was cut inside an event."""
         flow = self.flows.pop(flow_id, None) or ResponsesFlow(StreamRedaction(self.out.redact))
         flow.redaction.flush()
+        decoder = flow.stream.decoder
         value = loads_or_none(body.lstrip()) if body else None
         if isinstance(value, dict):
-            flow.decoder.response(value)
-        truncated = flow.parser.close()
+            decoder.response(value)
+        truncated = flow.stream.end_leg()
         out = self.out
-        decoder = flow.decoder
         calls = client_calls(decoder.output_items)
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
                 continue
-            out.upsert("tool_calls", {
-                "call_id": call_id, "protocol": "responses", "turn_id": flow_id,
-                "conversation_id": decoder.response_id, "recipient": call["type"],
-                "kind": "client", "tool": call["name"] or call["type"],
-                "arguments": out.redact.dumps(call["arguments"]),
-                "arguments_text": out.redact.text(call["arguments_text"]),
-                "complete": 1, "called_at": at, "item_id": call["item_id"],
-            })  # fmt: skip
+            out.put(ToolCallRow(
+                call_id=call_id, protocol="responses", turn_id=flow_id,
+                conversation_id=decoder.response_id, recipient=call["type"], kind="client",
+                tool=call["name"] or call["type"], arguments=out.redact.dumps(call["arguments"]),
+                arguments_text=out.redact.text(call["arguments_text"]), complete=1,
+                called_at=at, item_id=call["item_id"],
+            ))  # fmt: skip
             out.say(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
                      f"item {call['item_id']}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, decoder.response_id, calls, at))

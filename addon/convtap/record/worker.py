@@ -3,7 +3,7 @@
 Decoding, redaction, the rules and SQLite all cost CPU, and mitmproxy runs every hook and every
 stream callable on one event loop under one GIL. So the proxy appends each event to the journal
 (`JournalBackend`, one write) and `python -m convtap.record.worker` records it at its own pace,
-committing its journal position with the rows (see `convtap.record.journal`).
+committing its journal position with the rows (see `convtap.journal.segments`).
 
 After a crash of the recorder, the next one starts from the committed position. The flows that
 were still open there are decoded again from the start of the oldest (the low-water mark, also
@@ -19,7 +19,6 @@ import os
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,156 +26,32 @@ from pathlib import Path
 
 from convtap.contract.audit import replay
 from convtap.contract.auditor import Auditor
-from convtap.record.events import (
-    BodyChunk,
-    OwnFailure,
+from convtap.journal.backend import DISK_FULL
+from convtap.journal.events import (
     RecorderEvent,
     RequestSeen,
     ResponseEnded,
     WebSocketEnded,
 )
-from convtap.record.journal import (
+from convtap.journal.segments import (
     JournalReader,
-    JournalWriter,
     Position,
-    disk_usage,
     hold,
     journal_dir,
     segment_path,
     segments,
 )
+from convtap.record.local import echo_to
 from convtap.record.queued_output import QueuedOutput
 from convtap.record.recorder import Recorder
-from convtap.record.redact import ClearText, Redactor
-from convtap.record.store import StoreFull, Writer, audit_timeline, reader_beside
+from convtap.redact.redactor import ClearText, Redactor
+from convtap.store.database import StoreFull, Writer, audit_timeline, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
-from convtap.wire.session import endpoint_kind
+from convtap.wire.session import Endpoint, endpoint_kind
 
-DISK_FULL = 3  # the recorder's exit status when the disk is full (the proxy goes on)
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
 NICE = 10  # the recorder process's priority below the proxy's (bench/proxy_bench.py)
 INTERRUPTED = "interrupted: the proxy stopped before the response ended"
-
-
-def echo_to(where: str) -> Callable[[str], None] | None:
-    """Where the recorder says each call, return and finding (stdout, the log or nowhere)."""
-    if where not in ("stdout", "log"):
-        return None
-    prefix = "convtap: " if where == "log" else ""
-    gone = False
-
-    def echo(line: str) -> None:
-        nonlocal gone
-        if gone:
-            return
-        try:
-            print(prefix + line, file=sys.stdout if where == "stdout" else sys.stderr, flush=True)
-        except OSError:  # nobody reads it any more (`convtap record | head`): recording goes on
-            gone = True
-
-    return echo
-
-
-class LocalRecorder:
-    """The recorder and its writer in this process (import, reprocess, tests)."""
-
-    def __init__(self, db: str, *, redact: bool = True, echo: str = "off") -> None:
-        self.writer = Writer(db)
-        self.recorder = Recorder(self.writer, Redactor() if redact else ClearText(), echo_to(echo))
-
-    def handle(self, event: RecorderEvent) -> None:
-        try:
-            self.recorder.handle(event)
-        except Exception as exc:  # one bad flow must not end the recording
-            self.recorder.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
-        self.writer.tick()
-
-    def chunks(self, flow_id: str) -> Callable[[bytes, float], None]:
-        """Where a tap hands one flow's chunks (data, time)."""
-        return lambda data, at: self.handle(BodyChunk(flow_id, data, at))
-
-    def close(self) -> None:
-        try:
-            self.recorder.close()
-        finally:
-            self.writer.close()
-
-
-class JournalBackend:
-    """The proxy's side: events into the journal, and the recorder process that reads it."""
-
-    def __init__(self, db: str, *, redact: bool = True, echo: str = "log") -> None:
-        self.db = Path(db)
-        self.lock = hold(journal_dir(self.db))  # this run's alone, until it and its recorder end
-        try:
-            self.journal = JournalWriter(journal_dir(self.db))
-            args = [sys.executable, "-m", "convtap.record.worker", db, "--echo", echo]
-            if not redact:
-                args.append("--no-redact")
-            # The package's own folder first: mitmproxy may have loaded it from a checkout.
-            source = str(Path(__file__).resolve().parents[2])
-            path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
-            # stdin stays open while the proxy lives: its end tells the recorder the proxy is
-            # gone. The lock's descriptor goes with it: a recorder still catching up after the
-            # proxy died keeps the journal from a new run.
-            self.process = subprocess.Popen(args, stdin=subprocess.PIPE, pass_fds=(self.lock,),
-                                            env={**os.environ, "PYTHONPATH": path})  # fmt: skip
-        except BaseException:
-            os.close(self.lock)
-            raise
-
-    def handle(self, event: RecorderEvent) -> None:
-        self.journal.append(event)
-
-    def chunks(self, flow_id: str) -> Callable[[bytes, float], None]:
-        """Where a tap hands one flow's chunks (data, time): straight into the journal."""
-        return self.journal.chunks(flow_id)
-
-    @property
-    def error(self) -> str | None:
-        """Why recording stopped, if it did (the proxy goes on forwarding either way)."""
-        if self.journal.error:
-            return f"recording stopped: {self.journal.error}"
-        code = self.process.poll()
-        if code == DISK_FULL:
-            return "recording stopped: the disk is full (the journal keeps what it still can)"
-        if code is not None:
-            return f"the recorder process ended (exit status {code}); nothing more is recorded"
-        return None
-
-    @property
-    def fatal(self) -> bool:
-        """Recording stopped for a reason other than a full disk: the proxy should stop too,
-        rather than forward traffic that nobody records."""
-        code = self.process.poll()
-        return code is not None and code != DISK_FULL and self.journal.error is None
-
-    def lag(self) -> int:
-        """Bytes of journal on disk that the recorder has not consumed yet (roughly)."""
-        return disk_usage(self.journal.directory)
-
-    def close(self, progress: Callable[[str], None] | None = None, timeout: float = 3600.0) -> None:
-        """A clean end: the journal is closed, the recorder catches up (saying how far it is
-        every few seconds) and removes it."""
-        self.journal.close()
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        deadline = time.monotonic() + timeout
-        said = time.monotonic()
-        while self.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            if progress is not None and time.monotonic() - said >= 2:
-                said = time.monotonic()
-                left = self.lag()
-                progress(f"waiting for the recorder to catch up: {left / 1e6:.1f} MB of "
-                         f"{self.journal.written / 1e6:.1f} MB left to record")  # fmt: skip
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-        if self.lock >= 0:  # the journal is free for another run
-            os.close(self.lock)
-            self.lock = -1
 
 
 class JournalConsumer:
@@ -241,7 +116,7 @@ class JournalConsumer:
             self._interrupt()
         else:
             if isinstance(event, RequestSeen):
-                if endpoint_kind(event.method, event.path) == "websocket":
+                if endpoint_kind(event.method, event.path) == Endpoint.WEBSOCKET:
                     self.sockets.add(event.flow_id)
                 else:
                     self.open.setdefault(event.flow_id, self.position)
@@ -249,7 +124,7 @@ class JournalConsumer:
                 self.open.pop(event.flow_id, None)
             elif isinstance(event, WebSocketEnded):
                 self.sockets.discard(event.flow_id)
-            self._handle(event)
+            self.recorder.handle_safely(event)
         self.position = position
         self.writer.mark(_text(position, min(self.open.values(), default=position)))
 
@@ -257,17 +132,11 @@ class JournalConsumer:
         """The proxy stopped: every flow it left open is over."""
         at = time.time()
         for flow_id in list(self.open):
-            self._handle(ResponseEnded(flow_id, None, (), None, INTERRUPTED, at))
+            self.recorder.handle_safely(ResponseEnded(flow_id, None, (), None, INTERRUPTED, at))
         for flow_id in list(self.sockets):
-            self._handle(WebSocketEnded(flow_id, at))
+            self.recorder.handle_safely(WebSocketEnded(flow_id, at))
         self.open.clear()
         self.sockets.clear()
-
-    def _handle(self, event: RecorderEvent) -> None:
-        try:
-            self.recorder.handle(event)
-        except Exception as exc:  # one bad flow must not end the recording
-            self.recorder.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
 
     def _drop_consumed(self) -> None:
         """Segments before both committed positions are consumed: delete them."""
@@ -307,7 +176,7 @@ class JournalConsumer:
         before = low
         for event, position in records:  # which flows were still open at `committed`
             if isinstance(event, RequestSeen) and event.flow_id not in starts:
-                if endpoint_kind(event.method, event.path) != "websocket":
+                if endpoint_kind(event.method, event.path) != Endpoint.WEBSOCKET:
                     starts[event.flow_id] = before
             elif isinstance(event, ResponseEnded) or event is None:
                 if event is None:
@@ -315,15 +184,9 @@ class JournalConsumer:
                 else:
                     starts.pop(event.flow_id, None)
             before = position
-        out = self.recorder.out
-        out.quiet = True
-        out.auditor = Auditor()  # a scratch one: the real one knows it all already
-        for event, _ in records:
-            if event is not None and event.flow_id in starts:
-                self._handle(event)
-        out.quiet = False
-        out.auditor = auditor
-        self.recorder.conversation.written.clear()
+        self.recorder.rebuild(
+            (e for e, _ in records if e is not None and e.flow_id in starts), auditor
+        )
         self.open = starts
 
 

@@ -23,9 +23,9 @@ from markupsafe import Markup
 
 from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
-from convtap.record import report_queries as queries
-from convtap.record.store import StoreError, open_readonly
 from convtap.report.timeline import conversations
+from convtap.store import report_queries as queries
+from convtap.store.database import StoreError, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"

@@ -17,31 +17,9 @@ from typing import Any
 
 import sqlite_utils
 
-from convtap.record import report_queries as queries
+from convtap.contract.registry import registry
+from convtap.store import report_queries as queries
 from convtap.wire.jsonvalue import loads_or_none
-
-# Where each rule's offending field sits in a return (a tool message, or a Responses output
-# item), to mark its line in the return's JSON.
-RETURN_FIELDS: dict[str, tuple[str, ...]] = {
-    "return-recipient": ("recipient",),
-    "return-channel": ("channel",),
-    "return-content-type": ("content", "content_type"),
-    "return-language": ("content", "language"),
-    "return-author-role": ("author", "role"),
-    "return-author-name": ("author", "name"),
-    "return-status": ("status",),
-    "return-end-turn": ("end_turn",),
-    "return-weight": ("weight",),
-    "return-hidden": ("metadata", "is_visually_hidden_from_conversation"),
-    "return-body-json": ("content", "text"),
-    "return-body-tool": ("content", "text"),
-    "return-body-result": ("content", "text"),
-    "return-call-id": ("content", "text"),
-    "responses-output-call-id": ("call_id",),
-    "responses-output-type": ("output",),
-    "responses-tool-search": ("execution",),
-    "responses-tools-valid": ("tools",),
-}
 
 
 @dataclass(frozen=True)
@@ -116,8 +94,9 @@ class Return:
         """The offending fields of its findings, each with the rules that name it."""
         marks: dict[tuple[str, ...], list[str]] = {}
         for finding in self.findings:
-            if finding.rule in RETURN_FIELDS:
-                marks.setdefault(RETURN_FIELDS[finding.rule], []).append(finding.rule)
+            rule = registry().get(finding.rule)
+            if rule is not None and rule.marks:  # where its field sits in the answer
+                marks.setdefault(rule.marks, []).append(finding.rule)
         return marks
 
     @property

@@ -1,19 +1,30 @@
 """Delta encoding v1: SSE events in, messages, typed events and decode errors out.
 
-Follows PROTOCOL.md "Delta encoding v1" rules 1-9 (how ChatGPT's own client decodes the stream),
-with one deliberate deviation (rule 6): an invalid delta is recorded as a decode error and skipped
-instead of ending the stream. The decoder works on plain dicts; nothing here validates models.
+Follows docs/protocol.md, "Delta encoding v1", rules 1-9 (how ChatGPT's own client decodes the
+stream), with one deliberate deviation (rule 6): an invalid delta is recorded as a decode error and
+skipped instead of ending the stream. The decoder works on plain dicts; nothing here validates
+models.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, TypeGuard
 
 import orjson
 
 from convtap.wire.bounded import Kept
+from convtap.wire.events import (
+    Appended,
+    ControlEvent,
+    ConversationSeen,
+    DecodeError,
+    DecoderEvent,
+    MessageChanged,
+    OtherEvent,
+    StreamDone,
+)
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import OVERSIZED, BareRun, Frames, SSEEvent
 
@@ -35,39 +46,11 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-class DecodeError(NamedTuple):
-    """A recorded decoding problem: which dispatched event (0-based), what kind, and why."""
-
-    event_index: int
-    # malformed-json | invalid-delta | unknown-encoding | unexpected-value | ws-frame |
-    # invalid-utf8 | event-too-large | value-too-large | too-many-messages
-    kind: str
-    detail: str
-
-
-class Update(NamedTuple):
-    """Something a live consumer may act on. kind: message (value: its id), event, other,
-    error (value: DecodeError) or done."""
-
-    kind: str
-    value: Any
-
-
-class Appended(NamedTuple):
-    """What a batch of events did to strings, for a reader that looks for text cut across
-    events (the recorder's redaction): the strings appended (by bare frames and appends, as
-    decoded), the paths they went to, and the data of every other event."""
-
-    pieces: list[str]
-    paths: list[str]
-    others: list[str]
-
-
 class InvalidDelta(ValueError):
     """A delta that cannot apply; the decoder turns it into a DecodeError."""
 
 
-_NO_UPDATES: Sequence[Update] = ()
+_NONE: Sequence[DecoderEvent] = ()
 
 
 def is_message(value: object) -> TypeGuard[dict[str, Any]]:
@@ -81,10 +64,13 @@ def is_message(value: object) -> TypeGuard[dict[str, Any]]:
 class DeltaDecoder:
     """Decodes one turn's events, fed in wire order across all its legs.
 
+    `feed_all` returns what the events did as `DecoderEvent`s. What is kept for the end of
+    the turn (`messages`, `events`, `errors`, ...) is read through `TurnDecoder.summary()`.
+
     Its memory is bounded: typed events, other events and errors are kept up to `MAX_KEPT`
-    each and counted past it (a listener sees them all); a turn holds at most `MAX_MESSAGES`
-    messages and `MAX_CHANNELS` roots, and a string stops growing at `MAX_STRING` characters.
-    Each bound, when reached, is a decode error.
+    each and counted past it (the returned events have them all); a turn holds at most
+    `MAX_MESSAGES` messages and `MAX_CHANNELS` roots, and a string stops growing at `MAX_STRING`
+    characters. Each bound, when reached, is a decode error.
     """
 
     def __init__(self) -> None:
@@ -93,7 +79,7 @@ class DeltaDecoder:
         self.done = False
         self.stream_complete = False
         self.event_index = 0  # index of the next dispatched event, [DONE] included
-        self.event_count = 0  # PROTOCOL.md "Resume": dispatched events except [DONE]
+        self.event_count = 0  # docs/protocol.md "Resume": dispatched events except [DONE]
         self.events: Kept[dict[str, JSON]] = Kept(MAX_KEPT)
         self.other_events: Kept[dict[str, JSON]] = Kept(MAX_KEPT)
         self.errors: Kept[DecodeError] = Kept(MAX_KEPT)
@@ -101,8 +87,7 @@ class DeltaDecoder:
         self._messages: dict[str, dict[str, JSON]] = {}
         self._status: dict[str, JSON] = {}
         self._bounds_hit: set[str] = set()
-        self.appended: Appended | None = None  # what the last `feed_all(collect=True)` appended
-        self._appended: Appended | None = None  # the same, while that call runs
+        self._into: Appended | None = None  # where the `feed_all` under way collects appends
         self.reset_state()
 
     def reset_state(self) -> None:
@@ -120,88 +105,104 @@ class DeltaDecoder:
         self._materialize()
         return self._messages
 
-    def feed_all(self, events: Iterable[SSEEvent], collect: bool = False) -> list[Update]:
-        """`feed` each event in order; the updates of all of them (with `collect`, what they
-        appended is in `appended` afterwards). Bare frames that continue a string append (most
-        of a real stream) take a short path here, and a whole run of them (`Frames`) one step."""
-        updates: list[Update] = []
-        appended = self.appended = self._appended = Appended([], [], []) if collect else None
+    def feed(self, event: SSEEvent) -> list[DecoderEvent]:
+        """One event; what it did."""
+        return self.feed_all((event,))
+
+    def feed_all(
+        self, events: Iterable[SSEEvent], into: Appended | None = None
+    ) -> list[DecoderEvent]:
+        """`feed` each event in order; what they all did (with `into`, the strings they
+        appended, the paths, and every other event's data are added to it). Bare frames that
+        continue a string append (most of a real stream) take a short path here, and a whole
+        run of them (`Frames`) one step."""
+        found: list[DecoderEvent] = []
+        self._into = into
         try:
             parts = events.parts if isinstance(events, Frames) else [events]
             for part in parts:
                 if isinstance(part, BareRun):
-                    if self._continue_run(part, appended):
+                    taken = self._continue_run(part)
+                    if taken is not None:
+                        found += taken
                         continue
                     part = part.events()
-                self._feed_events(part, appended, updates)
+                self._feed_events(part, found)
         finally:
-            self._appended = None
-        return updates
+            self._into = None
+        if any(type(event) is MessageChanged for event in found):
+            self._materialize()  # a changed message is read as it is now
+        return found
 
-    def _continue_run(self, run: BareRun, appended: Appended | None) -> bool:
-        """A run of bare frames that continues a string append, in one step; False when it
-        cannot be (no append to continue, a string that is not valid, the bound reached)."""
-        pending = self._pending
-        if pending is None:
-            return False
+    def _continue_run(self, run: BareRun) -> Sequence[DecoderEvent] | None:
+        """A run of bare frames that continues a string append, in one step: what it did;
+        None when it cannot be (no append to continue, a string that is not valid)."""
+        if self._pending is None:
+            return None
         try:  # one call for the run's strings
             values = orjson.loads(run.array())
         except orjson.JSONDecodeError:  # one is not valid (a lone surrogate escape)
-            return False
+            return None
         if len(values) != run.frames:
-            return False
-        size = sum(map(len, values))
-        if self._pending_size + size > MAX_STRING:
-            return False
-        self._pending_size += size
+            return None
+        index = self.event_index
         self.event_index += len(values)
         self.event_count += len(values)
-        pending[2].extend(values)
-        if appended is not None:
-            appended.pieces.extend(values)
-        return True
+        return self._extend(index, values)
 
-    def _feed_events(
-        self, events: Iterable[SSEEvent], appended: Appended | None, updates: list[Update]
-    ) -> None:
+    def _feed_events(self, events: Iterable[SSEEvent], found: list[DecoderEvent]) -> None:
         loads_fast = orjson.loads
+        into = self._into
         for event in events:
-            pending = self._pending
-            if pending is not None and event[0] == "delta":
+            if self._pending is not None and event[0] == "delta":
                 try:
                     obj = loads_fast(event[1])
                 except orjson.JSONDecodeError:
                     obj = None
-                if type(obj) is dict and len(obj) == 1:
-                    value = obj.get("v")
-                    if type(value) is str:  # rule 2: a bare frame continuing an append
-                        self.event_index += 1
-                        self.event_count += 1
-                        self._pending_size += len(value)
-                        if appended is not None:
-                            appended.pieces.append(value)
-                        if self._pending_size <= MAX_STRING:
-                            pending[2].append(value)
-                        else:
-                            self._bound(self.event_index - 1, "value-too-large", TOO_LARGE)
-                        continue
-            if appended is None:
-                found = self.feed(event)
+                if type(obj) is dict and len(obj) == 1 and type(obj.get("v")) is str:
+                    index = self.event_index  # rule 2: a bare frame continuing an append
+                    self.event_index += 1
+                    self.event_count += 1
+                    found += self._extend(index, [obj["v"]])
+                    continue
+            if into is None:
+                found += self._feed_one(event)
             else:
-                count = len(appended.pieces)
-                found = self.feed(event)
-                if len(appended.pieces) == count:
-                    appended.others.append(event[1])
-            if found:
-                updates += found
+                count = len(into.pieces)
+                found += self._feed_one(event)
+                if len(into.pieces) == count:
+                    into.others.append(event[1])
 
-    def feed(self, event: SSEEvent) -> Sequence[Update]:
+    def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
+        """Rule 2: bare frames (events from `index` on) continuing the string append under
+        way. Their strings are appended up to `MAX_STRING` characters; past it, they are kept
+        in the raw events only, and the first time is a decode error. The one place a bare
+        frame's string is appended, whichever entry it came through."""
+        pending = self._pending
+        assert pending is not None
+        if self._into is not None:
+            self._into.pieces.extend(values)
+        size = self._pending_size + sum(map(len, values))
+        if size <= MAX_STRING:
+            self._pending_size = size
+            pending[2].extend(values)
+            return _NONE
+        found: Sequence[DecoderEvent] = _NONE
+        for n, value in enumerate(values):
+            self._pending_size += len(value)
+            if self._pending_size <= MAX_STRING:
+                pending[2].append(value)
+            elif not found:
+                found = self._bound(index + n, "value-too-large", TOO_LARGE)
+        return found
+
+    def _feed_one(self, event: SSEEvent) -> Sequence[DecoderEvent]:
         index = self.event_index
         self.event_index += 1
         data = event.data
         if data == "[DONE]":  # rule 8
             self.done = True
-            return [Update("done", None)]
+            return [StreamDone()]
         self.event_count += 1
         if event.event == OVERSIZED:  # the framing's bound: not kept, reported
             detail = f"an event of {data} bytes, over the limit; the stream goes on after it"
@@ -213,12 +214,8 @@ class DeltaDecoder:
         if event.event == "delta":  # rule 1: only `delta` events are deltas
             if type(obj) is not dict:
                 return self.record_error(index, "invalid-delta", "a delta must be a JSON object")
-            pending = self._pending
-            if pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
-                pending[2].append(obj["v"])  # rule 2: a bare frame continuing a string append
-                if self._appended is not None:
-                    self._appended.pieces.append(obj["v"])
-                return _NO_UPDATES
+            if self._pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
+                return self._extend(index, [obj["v"]])  # rule 2: a bare frame
             return self._delta(index, obj)
         if event.event == "delta_encoding":
             if obj != "v1":
@@ -227,7 +224,7 @@ class DeltaDecoder:
             self.encoding = "v1"
             self._flush()
             self.reset_state()
-            return _NO_UPDATES
+            return _NONE
         if type(obj) is not dict:
             detail = f"a {event.event} event that is not a JSON object: {data[:80]}"
             return self.record_error(index, "unexpected-value", detail)
@@ -235,28 +232,34 @@ class DeltaDecoder:
 
     # -- non-delta events (rules 7 and 9) -------------------------------------------------------
 
-    def _object(self, obj: dict[str, JSON]) -> Sequence[Update]:
-        updates: list[Update] = []
-        if isinstance(obj.get("conversation_id"), str):
-            self.conversation_id = obj["conversation_id"]
+    def _object(self, obj: dict[str, JSON]) -> Sequence[DecoderEvent]:
+        found: list[DecoderEvent] = [*self._conversation(obj)]
         kind = obj.get("type")
         if isinstance(kind, str):
             self.events.append(obj)
-            updates.append(Update("event", obj))
+            found.append(ControlEvent(obj))
             if kind == "stream_handoff":
                 self.handoff = obj
             elif kind == "message_stream_complete":
                 self.stream_complete = True
             elif kind == "input_message" and is_message(obj.get("input_message")):
-                updates += self._register(obj["input_message"])  # a snapshot of the input
+                found += self._register(obj["input_message"])  # a snapshot of the input
         elif is_message(obj.get("message")):
-            updates += self._register(obj["message"])  # rule 9: a legacy cumulative snapshot
+            found += self._register(obj["message"])  # rule 9: a legacy cumulative snapshot
         else:
             self.other_events.append(obj)  # error envelopes, the legacy moderation trailer, ...
-            updates.append(Update("other", obj))
-        return updates
+            found.append(OtherEvent(obj))
+        return found
 
-    def _register(self, message: dict[str, JSON]) -> Sequence[Update]:
+    def _conversation(self, obj: dict[str, JSON]) -> Sequence[DecoderEvent]:
+        """A conversation id the stream names, when it is new."""
+        conversation_id = obj.get("conversation_id")
+        if not isinstance(conversation_id, str) or conversation_id == self.conversation_id:
+            return _NONE
+        self.conversation_id = conversation_id
+        return [ConversationSeen(conversation_id)]
+
+    def _register(self, message: dict[str, JSON]) -> Sequence[DecoderEvent]:
         mid: str = message["id"]
         status = message.get("status")
         known = mid in self._messages
@@ -266,25 +269,25 @@ class DeltaDecoder:
                                "kept in the raw events only")  # fmt: skip
         self._messages[mid] = message
         if known and self._status.get(mid) == status:
-            return []
+            return _NONE
         self._status[mid] = status
-        return [Update("message", mid)]
+        return [MessageChanged(message)]
 
-    def _bound(self, index: int, kind: str, detail: str) -> Sequence[Update]:
+    def _bound(self, index: int, kind: str, detail: str) -> Sequence[DecoderEvent]:
         """A bound reached: one decode error the first time, nothing after."""
         if kind in self._bounds_hit:
-            return _NO_UPDATES
+            return _NONE
         self._bounds_hit.add(kind)
         return self.record_error(index, kind, detail)
 
-    def record_error(self, index: int, kind: str, detail: str) -> Sequence[Update]:
+    def record_error(self, index: int, kind: str, detail: str) -> list[DecoderEvent]:
         error = DecodeError(index, kind, detail)
         self.errors.append(error)
-        return [Update("error", error)]
+        return [error]
 
     # -- deltas (rules 2-6) ---------------------------------------------------------------------
 
-    def _delta(self, index: int, delta: dict[str, JSON]) -> Sequence[Update]:
+    def _delta(self, index: int, delta: dict[str, JSON]) -> Sequence[DecoderEvent]:
         self._flush()
         c0, p0, o0 = self._record
         c, p, o = delta.get("c", c0), delta.get("p", p0), delta.get("o", o0)
@@ -305,20 +308,20 @@ class DeltaDecoder:
                     raise InvalidDelta(f"more than {MAX_CHANNELS} channels in one turn")
                 self._pending = _apply(self._roots, c, _pointer(p), o, value)
                 self._pending_size = 0
-                if self._pending is not None and self._appended is not None:
-                    self._appended.pieces.append(value)  # text appended: a str (`_check_op`)
-                    self._appended.paths.append(p)
+                if self._pending is not None and self._into is not None:
+                    self._into.pieces.append(value)  # text appended: a str (`_check_op`)
+                    self._into.paths.append(p)
         except InvalidDelta as exc:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
             return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")
         self._record = (c, p, o)
         root = self._roots.get(c)
         if not isinstance(root, dict):
-            return _NO_UPDATES
-        if isinstance(root.get("conversation_id"), str):
-            self.conversation_id = root["conversation_id"]
+            return _NONE
         message = root.get("message")
-        return self._register(message) if is_message(message) else _NO_UPDATES
+        if not is_message(message):
+            return self._conversation(root)
+        return [*self._conversation(root), *self._register(message)]
 
     def _materialize(self) -> None:
         if self._pending is not None:

@@ -1,4 +1,4 @@
-"""The Responses API stream (seed 004, PROTOCOL.md "Responses API"): typed events in, output
+"""The Responses API stream (docs/protocol.md, "Responses API"): typed events in, output
 items and the calls the client must execute out.
 
 `POST /v1/responses` (and the Codex backend's `…/codex/responses`) streams events whose data is
@@ -11,11 +11,12 @@ an object with a `type` (`response.created`, `response.output_item.added`,
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.wire.bounded import Bounded, Kept
-from convtap.wire.delta import Appended
+from convtap.wire.events import Appended, ControlEvent, Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
@@ -49,45 +50,59 @@ class ResponsesDecoder:
     # output_index -> item, item id -> its argument deltas: bounded, like everything kept
     _items: Bounded[int, dict[str, Any]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
     _arguments: Bounded[str, list[str]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
-    appended: Appended | None = None  # what the last `feed_all(collect=True)` appended
 
-    def feed_all(self, events: list[SSEEvent], bad_utf8: list[int], collect: bool = False) -> None:
-        """A parser's events, and where among them its bytes were not UTF-8 (with `collect`,
-        what their `*.delta` events append is in `appended` afterwards)."""
+    def feed_all(
+        self,
+        events: Iterable[SSEEvent],
+        bad_utf8: Iterable[int] = (),
+        into: Appended | None = None,
+    ) -> list[DecoderEvent]:
+        """A parser's events, and where among them its bytes were not UTF-8; what they did
+        (with `into`, the text their `*.delta` events append, and every other event's data,
+        are added to it)."""
         first = self.event_count
-        self.appended = appended = Appended([], [], []) if collect else None
+        found: list[DecoderEvent] = []
         for event in events:
-            value = self.feed(event)
-            if appended is not None:
+            value = self._feed_one(event, found)
+            if into is not None:
                 delta = delta_text(value)
                 if delta is None:
-                    appended.others.append(event.data)
+                    into.others.append(event.data)
                 else:  # its text, and the rest of it (ids, the sequence number, ...) apart
-                    appended.pieces.append(delta[1])
+                    into.pieces.append(delta[1])
                     assert isinstance(value, dict)  # a delta's value is an object
                     rest = {key: item for key, item in value.items() if key != "delta"}
-                    appended.others.append(dumps(rest) or "")
+                    into.others.append(dumps(rest) or "")
         for position in bad_utf8:
             detail = "bytes that are not UTF-8 (read as U+FFFD)"
-            self._error(first + position, "invalid-utf8", detail)
+            found.append(self._error(first + position, "invalid-utf8", detail))
+        return found
 
-    def feed(self, event: SSEEvent) -> object:
-        """One event; its data as parsed (None when it is not JSON)."""
+    def feed(self, event: SSEEvent) -> list[DecoderEvent]:
+        """One event; what it did."""
+        return self.feed_all((event,))
+
+    def _feed_one(self, event: SSEEvent, found: list[DecoderEvent]) -> object:
+        """One event, what it did added to `found`; its data as parsed (None when it is not
+        JSON)."""
         index = self.event_count
         self.event_count += 1
         if event.data == "[DONE]":
             return None
         if event.event == OVERSIZED:
-            self._error(index, "event-too-large", f"an event of {event.data} bytes, over the limit")
+            detail = f"an event of {event.data} bytes, over the limit"
+            found.append(self._error(index, "event-too-large", detail))
             return None
         try:
             obj = loads(event.data)
         except ValueError as exc:
-            self._error(index, "malformed-json", f"{event.event} event: {exc}")
+            found.append(self._error(index, "malformed-json", f"{event.event} event: {exc}"))
             return None
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            self._error(index, "unexpected-value", "an event that is not a typed object")
+            detail = "an event that is not a typed object"
+            found.append(self._error(index, "unexpected-value", detail))
             return obj
+        found.append(ControlEvent(obj))
         kind = obj["type"]
         if kind not in self.event_types and len(self.event_types) < MAX_KEPT:
             self.event_types.append(kind)
@@ -110,26 +125,24 @@ class ResponsesDecoder:
             final = obj.get("arguments", obj.get("input"))
             streamed = "".join(self._arguments.get(key, []))
             if key in self._arguments and isinstance(final, str) and streamed != final:
-                self._error(
-                    index,
-                    "arguments-mismatch",
-                    f"item {key}: the deltas add up to "
-                    f"{streamed[:60]!r}, .done says {final[:60]!r}",
+                detail = (
+                    f"item {key}: the deltas add up to {streamed[:60]!r}, .done says {final[:60]!r}"
                 )
+                found.append(self._error(index, "arguments-mismatch", detail))
             target = self._item(key, position)
             if target is not None and isinstance(final, str):
                 target["input" if kind.endswith("_input.done") else "arguments"] = final
         return obj
 
-    def whole(self, body: bytes) -> None:
+    def whole(self, body: bytes) -> list[DecoderEvent]:
         """A non-streamed answer: one JSON response object."""
         try:
             value = loads(body.decode("utf-8", "replace"))
         except ValueError as exc:
-            self._error(self.event_count, "malformed-json", str(exc))
-            return
+            return [self._error(self.event_count, "malformed-json", str(exc))]
         if isinstance(value, dict):
             self.response(value)
+        return []
 
     def response(self, response: dict[str, Any], *, final: bool = True) -> None:
         """A response object (from an event, or a whole non-streamed JSON answer)."""
@@ -150,8 +163,10 @@ class ResponsesDecoder:
                 return item
         return self._items.get(position) if isinstance(position, int) else None
 
-    def _error(self, index: int, kind: str, detail: str) -> None:
-        self.errors.append({"event_index": index, "kind": kind, "detail": detail})
+    def _error(self, index: int, kind: str, detail: str) -> DecodeError:
+        error = DecodeError(index, kind, detail)
+        self.errors.append(error._asdict())
+        return error
 
     @property
     def output_items(self) -> list[dict[str, Any]]:
@@ -177,6 +192,25 @@ class ResponsesDecoder:
             "tool_calls": self.tool_calls(),
             "errors": self.errors,
         }
+
+
+class ResponsesStream:
+    """A Responses API event stream, chunk by chunk, through the same entry as f/conversation's
+    `TurnDecoder` (`convtap.wire.events.StreamDecoder`); `decoder` holds what the response
+    said, read when it ends."""
+
+    def __init__(self, decoder: ResponsesDecoder | None = None) -> None:
+        self.decoder = decoder or ResponsesDecoder()  # one response's, across its bodies
+        self._parser = SSEParser()
+
+    def feed(self, chunk: bytes) -> Decoded:
+        block = self._parser.read(chunk)
+        appended = Appended([], [], [])
+        found = self.decoder.feed_all(block.events, block.bad_utf8, appended)
+        return Decoded(found, block.text, block.events, appended, block.unread_lines)
+
+    def end_leg(self) -> bool:
+        return self._parser.close()
 
 
 def client_calls(items: list[Any]) -> list[dict[str, Any]]:
@@ -214,9 +248,9 @@ def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
         if stripped.startswith(b"{"):
             decoder.whole(stripped)
             continue
-        parser = SSEParser()
-        decoder.feed_all(parser.feed(body), parser.bad_utf8)
-        parser.close()
+        stream = ResponsesStream(decoder)
+        stream.feed(body)
+        stream.end_leg()
     return decoder
 
 

@@ -1,14 +1,15 @@
 """What a flow says about the session: endpoint kinds, turn requests, tool returns, tree nodes.
 
-Pure functions over parsed JSON (PROTOCOL.md "Endpoints", "Local tool calls", and seed 000 §3
-for the return). Pairing a return with its call and tracking acceptance happen in the store,
-over everything recorded so far, so that imported and live captures pair the same way.
+Pure functions over parsed JSON (docs/protocol.md, "Endpoints", "Local tool calls", and "The tool
+return contract"). Pairing a return with its call and tracking acceptance happen in the store, over
+everything recorded so far, so that imported and live captures pair the same way.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from convtap.wire.jsonvalue import loads
@@ -17,29 +18,45 @@ API = "/backend-api/"
 _CONVERSATION_GET = re.compile(r"^/backend-api/conversation/([0-9A-Za-z-]+)$")
 
 
-def endpoint_kind(method: str, path: str) -> str | None:
+class Endpoint(StrEnum):
+    """What a flow is, by its method and path (stored as `flows.kind`: the values are stable)."""
+
+    CONVERSATION = "conversation"  # POST f/conversation: a turn
+    PREPARE = "prepare"  # POST f/conversation/prepare
+    RESUME = "resume"  # POST f/conversation/resume: a turn's next leg
+    SENTINEL = "sentinel"  # POST sentinel/chat-requirements
+    CONVERSATION_GET = "conversation-get"  # GET conversation/<id>: the tree
+    WEBSOCKET = "websocket"  # GET …/ws/user/…: the user socket (turn topics)
+    RESPONSES = "responses"  # POST …/responses: the Responses API
+
+
+# The kinds whose response is an event stream the recorder decodes.
+STREAMED = frozenset({Endpoint.CONVERSATION, Endpoint.RESUME, Endpoint.RESPONSES})
+
+
+def endpoint_kind(method: str, path: str) -> Endpoint | None:
     """The kind of a request by method and path (query excluded), or None when it is not ours.
 
-    Matches PROTOCOL.md's endpoints exactly, so `f/conversation/prepare` is never taken for the
-    conversation, and `conversation` (no `f/`) is the legacy form of the same request.
+    Matches docs/protocol.md, "Endpoints", exactly, so `f/conversation/prepare` is never taken for
+    the conversation, and `conversation` (no `f/`) is the legacy form of the same request.
     """
     path = path.split("?", 1)[0].rstrip("/")
     if method == "POST":
         if path.endswith("/responses"):  # /v1/responses, /backend-api/codex/responses
-            return "responses"
+            return Endpoint.RESPONSES
         if path in (API + "f/conversation", API + "conversation"):
-            return "conversation"
+            return Endpoint.CONVERSATION
         if path in (API + "f/conversation/prepare", API + "conversation/prepare"):
-            return "prepare"
+            return Endpoint.PREPARE
         if path in (API + "f/conversation/resume", API + "conversation/resume"):
-            return "resume"
+            return Endpoint.RESUME
         if path.startswith(API + "sentinel/chat-requirements"):
-            return "sentinel"
+            return Endpoint.SENTINEL
     if method == "GET":
         if _CONVERSATION_GET.match(path) and not path.endswith("/init"):
-            return "conversation-get"
+            return Endpoint.CONVERSATION_GET
         if "/ws/user/" in path:
-            return "websocket"
+            return Endpoint.WEBSOCKET
     return None
 
 
@@ -55,7 +72,8 @@ def parse_json(body: bytes | None) -> Any:
 
 @dataclass
 class ToolReturn:
-    """A `tool` message in a conversation request: what the client returned (seed 000 §3)."""
+    """A `tool` message in a conversation request: what the client returned (docs/protocol.md, "The
+    tool return contract")."""
 
     message_id: str | None
     tool: str | None  # author.name
@@ -67,16 +85,25 @@ class ToolReturn:
 
 @dataclass
 class TurnRequest:
-    """The parts of a `f/conversation` request body that the recorder and the rules use."""
+    """A `f/conversation` request body as the recorder and the rules read it: parsed once,
+    by the recorder, and handed to the audit."""
 
     conversation_id: str | None = None
     parent_message_id: str | None = None
-    message_ids: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the objects among them
     signatures: list[dict[str, Any]] = field(default_factory=list)
-    execution_target: dict[str, Any] | None = None
+    execution_target: Any = None  # as sent (a rule checks its shape)
     model: str | None = None
     challenge: str | None = None
     returns: list[ToolReturn] = field(default_factory=list)
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [m["id"] for m in self.messages if isinstance(m.get("id"), str)]
+
+    @property
+    def roles(self) -> list[str | None]:
+        return [_role(m) for m in self.messages]
 
 
 def read_turn_request(body: Any) -> TurnRequest:
@@ -84,28 +111,30 @@ def read_turn_request(body: Any) -> TurnRequest:
         return TurnRequest()
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     signatures = body.get("local_function_signatures")
-    target = body.get("conversation_execution_target")
-    if not isinstance(target, dict):
-        # seed 003: the target persists in the first user message's metadata
-        for message in messages:
-            metadata = message.get("metadata")
-            if isinstance(metadata, dict) and isinstance(
-                metadata.get("conversation_execution_target"), dict
-            ):
-                target = metadata["conversation_execution_target"]
-                break
     return TurnRequest(
         conversation_id=_str(body.get("conversation_id")),
         parent_message_id=_str(body.get("parent_message_id")),
-        message_ids=[m["id"] for m in messages if isinstance(m.get("id"), str)],
+        messages=messages,
         signatures=[s for s in signatures if isinstance(s, dict)]
         if isinstance(signatures, list)
         else [],
-        execution_target=target if isinstance(target, dict) else None,
+        execution_target=_execution_target(body, messages),
         model=_str(body.get("model")),
         challenge=_str(body.get("app_attest_challenge")),
         returns=[read_return(m) for m in messages if _role(m) == "tool"],
     )
+
+
+def _execution_target(body: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
+    """docs/protocol.md, "Execution target": the request's own field when it has one, else
+    what the first user message's metadata carries (where it persists)."""
+    if "conversation_execution_target" in body:
+        return body["conversation_execution_target"]
+    for message in messages:
+        metadata = message.get("metadata")
+        if _role(message) == "user" and isinstance(metadata, dict):
+            return metadata.get("conversation_execution_target")
+    return None
 
 
 def read_return(message: dict[str, Any]) -> ToolReturn:

@@ -10,7 +10,8 @@ them. A chunk may end anywhere, even inside a UTF-8 sequence or between CR and L
 Two deliberate limits, each reported rather than hidden: an event larger than `max_event` bytes
 is not kept but dispatched as one `OVERSIZED` event carrying its size, and framing resynchronises
 at the next blank line (so the buffer is bounded); an event whose bytes are not valid UTF-8 is
-decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in `bad_utf8`.
+decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in the `Block`'s
+`bad_utf8`. `read` returns a chunk's whole result as one value; nothing is read off the parser.
 """
 
 from __future__ import annotations
@@ -102,6 +103,18 @@ class Frames(Sequence[SSEEvent]):
         return self.events[index]
 
 
+class Block(NamedTuple):
+    """What one `SSEParser.read` completed: the events (with runs of bare frames kept whole when
+    asked for), their text decoded (invalid UTF-8 as U+FFFD, comment lines included), the
+    positions among them of events whose bytes were not UTF-8, and whether the text holds lines
+    the decoder does not read (comments, `id:`, `retry:`, unknown fields)."""
+
+    events: list[SSEEvent] | Frames
+    text: str
+    bad_utf8: tuple[int, ...]
+    unread_lines: bool
+
+
 def format_event(event: SSEEvent) -> str:
     """An event as SSE text that parses back to the same event (the inverse of the parser)."""
     lines = "".join(f"data: {line}\n" for line in event.data.split("\n"))
@@ -109,31 +122,31 @@ def format_event(event: SSEEvent) -> str:
 
 
 class SSEParser:
-    """Feed bytes with `feed`, get the events completed so far; `close` at the end of the body.
+    """Feed bytes with `read` (or `feed`, for the events alone), get what they completed;
+    `close` at the end of the body.
 
     Only whole events leave the parser: bytes after the last blank line wait in a buffer, and
     `close` reports them as a truncated event instead of dispatching them.
     """
 
     __slots__ = (
+        "_bad_utf8",
         "_buf",
         "_closed",
         "_skip_lf",
         "_skipping",
         "_started",
-        "bad_utf8",
-        "consumed",
-        "consumed_text",
+        "_text",
+        "_unread",
         "max_event",
-        "unread_lines",
     )
 
     def __init__(self, max_event: int = MAX_EVENT) -> None:
         self.max_event = max_event
-        self.consumed = b""  # what the last `feed` took in: the text of the events it returned
-        self.consumed_text = ""  # the same, decoded (invalid UTF-8 as U+FFFD)
-        self.bad_utf8: list[int] = []  # positions, in the last `feed`'s events, of invalid UTF-8
-        self.unread_lines = False  # the last `feed` took in lines the decoder does not read
+        # What the `read` under way found, returned in its `Block` (never read from outside).
+        self._text = ""
+        self._bad_utf8: list[int] = []
+        self._unread = False
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
@@ -141,21 +154,23 @@ class SSEParser:
         self._closed = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        events = self._feed(chunk, runs=False)
+        """The events `chunk` completed (`read` says more about them)."""
+        events = self.read(chunk).events
         assert isinstance(events, list)
         return events
 
-    def feed_runs(self, chunk: bytes) -> list[SSEEvent] | Frames:
-        """`feed`, with the runs of bare frames kept whole (`Frames`) for a delta v1 decoder."""
-        return self._feed(chunk, runs=True)
+    def read(self, chunk: bytes, runs: bool = False) -> Block:
+        """What `chunk` completed; with `runs`, its runs of bare frames are kept whole
+        (`Frames`) for a delta v1 decoder."""
+        self._text = ""
+        self._bad_utf8 = []
+        self._unread = False
+        events = self._feed(chunk, runs)
+        return Block(events, self._text, tuple(self._bad_utf8), self._unread)
 
     def _feed(self, chunk: bytes, runs: bool) -> list[SSEEvent] | Frames:
         if self._closed:
             raise RuntimeError("feed() after close()")
-        self.bad_utf8 = []
-        self.unread_lines = False
-        self.consumed = b""
-        self.consumed_text = ""
         if not chunk:
             return []
         if self._skip_lf:
@@ -189,7 +204,7 @@ class SSEParser:
                 self._skipping = 0
                 self._skip_oversized(events)
             return events
-        block = self.consumed = bytes(buf[: end + 2])
+        block = bytes(buf[: end + 2])
         del buf[: end + 2]
         parsed = self._parse_block(block, runs)
         if events:  # an oversized event ended first: rare, so the runs are given up
@@ -228,9 +243,9 @@ class SSEParser:
         bare frames in it are found first and kept whole.
         """
         try:
-            text = self.consumed_text = block.decode("utf-8")
+            text = self._text = block.decode("utf-8")
         except UnicodeDecodeError:
-            self.consumed_text = block.decode("utf-8", "replace")
+            self._text = block.decode("utf-8", "replace")
             return self._parse_slowly(block)
         if runs and len(block) <= self.max_event:
             for shape, head in _BARE_SHAPES:
@@ -265,11 +280,15 @@ class SSEParser:
         """A block's (or a part of one's) events; `block` is its bytes when the caller has them
         (a part has none, and is never larger than `max_event`)."""
         parts = _SIMPLE.split(text)
-        rest = "".join(parts[0::3])
+        between = parts[0::3]
+        rest = "".join(between)
         if rest.strip("\n"):  # comment lines, or lines of other shapes
+            # A match must start a line: in `:data: x` the data field is inside a comment.
+            if any(piece and piece[-1] != "\n" for piece in between[:-1]):
+                return self._parse_slowly(text.encode() if block is None else block)
             if any(line[:1] != ":" for line in rest.split("\n") if line):
                 return self._parse_slowly(text.encode() if block is None else block)
-            self.unread_lines = True  # comment lines only
+            self._unread = True  # comment lines only
         datas = parts[2::3]
         if (
             block is not None
@@ -287,7 +306,7 @@ class SSEParser:
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
         if _UNREAD.search(block):
-            self.unread_lines = True
+            self._unread = True
         events: list[SSEEvent] = []
         for piece in block.split(b"\n\n"):
             piece = piece.lstrip(b"\n")
@@ -301,7 +320,7 @@ class SSEParser:
                 continue
             event, invalid = parsed
             if invalid:
-                self.bad_utf8.append(len(events))
+                self._bad_utf8.append(len(events))
             events.append(event)
         return events
 
@@ -322,8 +341,8 @@ def _parse_lines(lines: list[bytes]) -> tuple[SSEEvent, bool] | None:
         elif field == b"event":
             event_type = value
         # id, retry and unknown fields do not matter here.
-    # PROTOCOL.md's reading of "dispatch the event": an event whose data is empty (no data line,
-    # or one empty `data:` line) is not dispatched.
+    # docs/protocol.md, "SSE framing", item 5, reads "dispatch the event" so: an event whose data is
+    # empty (no data line, or one empty `data:` line) is not dispatched.
     joined = b"\n".join(data)
     if not joined:
         return None

@@ -1,20 +1,21 @@
 """One turn: the f/conversation body, its resume legs and its WebSocket continuation.
 
 Each leg is framed on its own (an event cut at the end of one body is dropped, never joined to
-the next), while the delta state and the event count carry over (PROTOCOL.md "Resume"). The
+the next), while the delta state and the event count carry over (docs/protocol.md, "Resume"). The
 WebSocket leg starts a fresh delta state ("WebSocket handoff"). Tool calls are read off the
 decoded messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from convtap.wire.delta import Appended, DeltaDecoder, Update
-from convtap.wire.jsonvalue import loads
-from convtap.wire.sse import SSEEvent, SSEParser
+from convtap.wire.delta import DeltaDecoder
+from convtap.wire.events import Appended, Decoded, DecodeError, DecoderEvent
+from convtap.wire.jsonvalue import JSON, loads
+from convtap.wire.sse import SSEParser
 from convtap.wire.wsturn import TurnTopicAssembler
 
 PROTOCOL = "f-conversation"
@@ -22,7 +23,7 @@ PROTOCOL = "f-conversation"
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """An assistant message addressed to a tool (PROTOCOL.md "Local tool calls")."""
+    """An assistant message addressed to a tool (docs/protocol.md, "Local tool calls")."""
 
     call_id: str  # the message id: the stream carries no other
     recipient: str
@@ -79,9 +80,8 @@ def tool_calls(messages: Iterable[dict[str, Any]]) -> list[ToolCall]:
     return [call for m in messages if (call := tool_call(m)) is not None]
 
 
-def handoff_topic(decoder: DeltaDecoder) -> str | None:
-    """The WebSocket topic the turn's `stream_handoff` event subscribes to, if any."""
-    event = decoder.handoff
+def handoff_topic(event: dict[str, Any] | None) -> str | None:
+    """The WebSocket topic a `stream_handoff` event subscribes to, if any."""
     options = event.get("options") if event is not None else None
     for option in options if isinstance(options, list) else ():
         if isinstance(option, dict) and option.get("type") == "subscribe_ws_topic":
@@ -91,92 +91,117 @@ def handoff_topic(decoder: DeltaDecoder) -> str | None:
     return None
 
 
-class TurnDecoder:
-    """Feed legs of one turn; read the decoded turn with `result()`."""
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    """What a turn's stream said so far, as one value (read when a leg or the turn ends)."""
 
-    def __init__(self) -> None:
-        self.decoder = DeltaDecoder()
-        self.truncated = False
-        self.legs = 0
-        self._parser: SSEParser | None = None
-        self._ws: TurnTopicAssembler | None = None
-
-    def feed(
-        self,
-        chunk: bytes,
-        on_events: Callable[[str, Sequence[SSEEvent], Appended], object] | None = None,
-    ) -> list[Update]:
-        """Bytes of the current HTTP leg (a new leg starts after `end_leg`). `on_events` sees
-        the events this chunk completed, with the SSE text they came in, comment lines included
-        (the recorder keeps it raw), and what they appended to strings, once they are decoded."""
-        if self._parser is None:
-            self._parser = SSEParser()
-            self.legs += 1
-        parser = self._parser
-        events = parser.feed_runs(chunk)
-        first = self.decoder.event_index
-        updates = self.decoder.feed_all(events, collect=on_events is not None)
-        if on_events is not None and parser.consumed_text and self.decoder.appended is not None:
-            on_events(parser.consumed_text, events, self.decoder.appended)
-        for position in parser.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
-            updates += self.decoder.record_error(
-                first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
-            )
-        return updates
-
-    @property
-    def unread_lines(self) -> bool:
-        """Whether the text the last `feed` completed holds lines the decoder does not read
-        (comments, other fields)."""
-        return self._parser is not None and self._parser.unread_lines
-
-    def end_leg(self) -> None:
-        if self._parser is not None:
-            self.truncated = self._parser.close()
-            self._parser = None
-
-    def feed_ws_frame(self, frame: str | bytes) -> list[Update]:
-        """One WebSocket frame; the turn topic continues the turn as its last leg."""
-        if self._ws is None:
-            self.end_leg()
-            self._ws = TurnTopicAssembler(handoff_topic(self.decoder))
-            self.decoder.reset_state()  # PROTOCOL.md: decoded "with a fresh decoder"
-        updates = self.feed(self._ws.feed(frame).encode())
-        for detail in self._ws.errors:
-            updates += self.decoder.record_error(-1, "ws-frame", detail)
-        self._ws.errors.clear()  # told: the decoder keeps (and bounds) them
-        return updates
-
-    def close(self) -> list[Update]:
-        updates: list[Update] = []
-        if self._ws is not None:
-            updates += self.feed(self._ws.close().encode())
-        self.end_leg()
-        return updates
+    encoding: str | None
+    conversation_id: str | None
+    done: bool
+    stream_complete: bool
+    truncated: bool
+    event_count: int
+    dispatched: int  # events dispatched, [DONE] included
+    legs: int
+    messages: list[dict[str, Any]]  # in order of first appearance, latest state
+    events: list[dict[str, JSON]]  # typed events kept (up to the decoder's bound)
+    other_events: list[dict[str, JSON]]
+    errors: list[DecodeError]
 
     def tool_calls(self) -> list[ToolCall]:
-        return tool_calls(self.decoder.messages.values())
+        return tool_calls(self.messages)
 
     def result(self) -> dict[str, Any]:
         """The decoded turn, in `convtap decode --format json`'s shape (a contract)."""
-        d = self.decoder
         return {
             "protocol": PROTOCOL,
-            "encoding": d.encoding,
-            "conversation_id": d.conversation_id,
-            "done": d.done,
-            "stream_complete": d.stream_complete,
+            "encoding": self.encoding,
+            "conversation_id": self.conversation_id,
+            "done": self.done,
+            "stream_complete": self.stream_complete,
             "truncated": self.truncated,
-            "event_count": d.event_count,
-            "messages": list(d.messages.values()),
-            "events": d.events,
-            "other_events": d.other_events,
-            "errors": [e._asdict() for e in d.errors],
+            "event_count": self.event_count,
+            "messages": self.messages,
+            "events": self.events,
+            "other_events": self.other_events,
+            "errors": [e._asdict() for e in self.errors],
             "tool_calls": [asdict(c) for c in self.tool_calls()],
         }
 
 
-def decode_turn(bodies: Sequence[bytes], ws_frames: Iterable[str] = ()) -> TurnDecoder:
+class TurnDecoder:
+    """Feed legs of one turn, chunk by chunk; each `feed` says what the chunk did (`Decoded`),
+    and `summary()` what the turn's stream said so far."""
+
+    def __init__(self) -> None:
+        self._decoder = DeltaDecoder()
+        self._truncated = False
+        self._legs = 0
+        self._parser: SSEParser | None = None
+        self._ws: TurnTopicAssembler | None = None
+
+    def feed(self, chunk: bytes) -> Decoded:
+        """Bytes of the current HTTP leg (a new leg starts after `end_leg`)."""
+        if self._parser is None:
+            self._parser = SSEParser()
+            self._legs += 1
+        decoder = self._decoder
+        block = self._parser.read(chunk, runs=True)
+        first = decoder.event_index
+        appended = Appended([], [], [])
+        found = decoder.feed_all(block.events, appended)
+        for position in block.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
+            found += decoder.record_error(
+                first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
+            )
+        return Decoded(found, block.text, block.events, appended, block.unread_lines)
+
+    def end_leg(self) -> bool:
+        """The current HTTP leg's body is over; True when it was cut inside an event."""
+        if self._parser is not None:
+            self._truncated = self._parser.close()
+            self._parser = None
+        return self._truncated
+
+    def feed_ws_frame(self, frame: str | bytes) -> Decoded:
+        """One WebSocket frame; the turn topic continues the turn as its last leg."""
+        if self._ws is None:
+            self.end_leg()
+            self._ws = TurnTopicAssembler(handoff_topic(self._decoder.handoff))
+            self._decoder.reset_state()  # docs/protocol.md: decoded "with a fresh decoder"
+        decoded = self.feed(self._ws.feed(frame).encode())
+        for detail in self._ws.errors:
+            decoded.events.extend(self._decoder.record_error(-1, "ws-frame", detail))
+        self._ws.errors.clear()  # told: the decoder keeps (and bounds) them
+        return decoded
+
+    def close(self) -> list[DecoderEvent]:
+        """The turn is over: what its last, unended pieces did."""
+        found: list[DecoderEvent] = []
+        if self._ws is not None:
+            found += self.feed(self._ws.close().encode()).events
+        self.end_leg()
+        return found
+
+    def summary(self) -> TurnSummary:
+        d = self._decoder
+        return TurnSummary(
+            encoding=d.encoding,
+            conversation_id=d.conversation_id,
+            done=d.done,
+            stream_complete=d.stream_complete,
+            truncated=self._truncated,
+            event_count=d.event_count,
+            dispatched=d.event_index,
+            legs=self._legs,
+            messages=list(d.messages.values()),
+            events=list(d.events),
+            other_events=list(d.other_events),
+            errors=list(d.errors),
+        )
+
+
+def decode_turn(bodies: Sequence[bytes], ws_frames: Iterable[str] = ()) -> TurnSummary:
     """Decode whole bodies (the first, then its resume legs) and WebSocket frames."""
     turn = TurnDecoder()
     for body in bodies:
@@ -185,4 +210,4 @@ def decode_turn(bodies: Sequence[bytes], ws_frames: Iterable[str] = ()) -> TurnD
     for frame in ws_frames:
         turn.feed_ws_frame(frame)
     turn.close()
-    return turn
+    return turn.summary()

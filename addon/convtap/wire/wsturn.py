@@ -1,8 +1,8 @@
 """WebSocket frames in, the ordered SSE text of one turn topic out.
 
-PROTOCOL.md "WebSocket handoff": every frame is a JSON array of replies (whose catch-ups replay
-items already published) and messages. On a turn topic (`conversation-turn-<turn id>`) a message
-carries a stream item: a slice of SSE text, chained to the one before it by
+docs/protocol.md, "WebSocket handoff": every frame is a JSON array of replies (whose catch-ups
+replay items already published) and messages. On a turn topic (`conversation-turn-<turn id>`) a
+message carries a stream item: a slice of SSE text, chained to the one before it by
 `parent_stream_item_id`. Items are deduplicated by `stream_item_id` and released in chain order as
 soon as their parent has been; heartbeats and other topics are ignored; `done` ends the turn.
 """

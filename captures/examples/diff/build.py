@@ -1,10 +1,10 @@
 """Builds the worked example of `convtap diff`: `python captures/examples/diff/build.py`.
 
-`older.har` is the seed 000 session as it streamed (the turn that calls alefita_way, the return,
-its continuation). `newer.har` is the same session after a server change: a new field in
-message metadata, a new marker value in place of an old one, a reasoning message with a new
-content type, a new delta op, a request field that stopped being sent, and a field whose type
-changed.
+`older.har` is the example session of docs/protocol.md as it streamed (the turn that calls
+alefita_way, the return, its continuation). `newer.har` is the same session after a server
+change: a new field in message metadata, a new marker value in place of an old one, a reasoning
+message with a new content type, a new delta op, a request field that stopped being sent, and a
+field whose type changed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ CONV = "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"
 
 
 def seed(name: str) -> Any:
-    """A seed example; the two signatures ship inside the package (the mock declares them)."""
+    """An example of docs/protocol.md (`captures/examples/seed/`); the two signatures ship
+    inside the package (the mock declares them)."""
     path = SEED / f"{name}.json"
     if not path.exists():
         path = HERE.parents[2] / "addon" / "convtap" / "mock" / "seed" / f"{name}.json"

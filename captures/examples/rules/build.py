@@ -1,9 +1,9 @@
 """Builds the rule fixtures: `python captures/examples/rules/build.py`.
 
 Every rule of addon/convtap/contract/rules.toml gets `<id>/fail.har` (a session that breaks it) and
-`<id>/pass.har` (one that keeps it). All are the seed 000 session — the turn that calls
-`local.alefita_way`, a prepare, the return, its continuation, `GET conversation/<id>` — with one
-change each. `convtap import` reads them like any browser's HAR export.
+`<id>/pass.har` (one that keeps it). All are the example session of docs/protocol.md — the turn
+that calls `local.alefita_way`, a prepare, the return, its continuation, `GET conversation/<id>`
+— with one change each. `convtap import` reads them like any browser's HAR export.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ EXAMPLES = HERE.parent
 RULES = EXAMPLES.parent.parent / "addon" / "convtap" / "contract" / "rules.toml"
 API = "https://chatgpt.com/backend-api/"
 CONV = "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"  # the conversation of sse/alefita_way_call.sse
-CALL_ID = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"  # seed 000 §2
+CALL_ID = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"  # docs/protocol.md, "Local tool calls"
 USER_ID = "7f3e9a1b-2c4d-4e6f-8a0b-1c2d3e4f5a6b"
-RETURN_ID = "b65539dc-d45f-4b37-b735-a11ac75aafed"  # seed 000 §3
+RETURN_ID = "b65539dc-d45f-4b37-b735-a11ac75aafed"  # docs/protocol.md, "The tool return contract"
 T0 = datetime(2026, 8, 27, 19, 51, tzinfo=UTC).timestamp()
 
 Session = dict[str, Any]
@@ -35,7 +35,8 @@ EXAMPLES_SEED = EXAMPLES / "seed"
 
 
 def seed(name: str) -> Any:
-    """A seed example; the two signatures ship inside the package (the mock declares them)."""
+    """An example of docs/protocol.md (`captures/examples/seed/`); the two signatures ship
+    inside the package (the mock declares them)."""
     path = EXAMPLES_SEED / f"{name}.json"
     if not path.exists():
         path = HERE.parents[2] / "addon" / "convtap" / "mock" / "seed" / f"{name}.json"

@@ -1,8 +1,9 @@
 """Builds the example bodies in this folder: `python captures/examples/sse/build.py`.
 
-Each example is a turn shaped like the real wire (PROTOCOL.md): a `delta_encoding` declaration,
+Each example is a turn shaped like the real wire (docs/protocol.md): a `delta_encoding` declaration,
 a resume token, the input echo, the history echo on their own channels, markers, pings, streamed
-text in bare continuation frames, patches, and `[DONE]`. The ids and the call come from seed 000.
+text in bare continuation frames, patches, and `[DONE]`. The ids and the call are those of the
+example session of docs/protocol.md.
 Run it only when an example is meant to change; then regenerate the goldens (`make goldens`).
 """
 
@@ -16,9 +17,9 @@ HERE = Path(__file__).resolve().parent
 CONV = "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"
 SYSTEM_ID = "0b4a2d6c-3e1f-4b7a-8c9d-1e2f3a4b5c6d"
 USER_ID = "7f3e9a1b-2c4d-4e6f-8a0b-1c2d3e4f5a6b"
-CALL_ID = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"  # seed 000 §2
-RETURN_ID = "b65539dc-d45f-4b37-b735-a11ac75aafed"  # seed 000 §3
-HANDOFF_CALL_ID = "a7da448b-589d-4bf1-bc4a-e378d2629f25"  # seed 000 §3, the app's own return
+CALL_ID = "b6d6e3a6-af6f-4a78-a649-8e3935182fcc"  # docs/protocol.md, "Local tool calls"
+RETURN_ID = "b65539dc-d45f-4b37-b735-a11ac75aafed"  # docs/protocol.md, "The tool return contract"
+HANDOFF_CALL_ID = "a7da448b-589d-4bf1-bc4a-e378d2629f25"  # the app's own handoff return
 TURN_ID = "5d2c1b0a-9f8e-4d7c-b6a5-4f3e2d1c0b9a"
 
 

@@ -1,0 +1,152 @@
+"""What the commands do to a capture database as a whole: import into it, read any capture as
+one, audit it, list its call ledger. Each is one call for the CLI."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from convtap.contract.audit import AuditResult, audit
+from convtap.contract.registry import Finding
+from convtap.ingest.readers import DATABASES, CaptureError, import_file
+from convtap.journal.segments import JournalError, Position, check_free, journal_dir, unconsumed
+from convtap.record.local import LocalRecorder
+from convtap.store.database import (
+    StoreError,
+    audit_timeline,
+    call_ledger,
+    connect,
+    count_calls,
+    flow_ids,
+    journal_position,
+    open_readonly,
+    replace_findings,
+    writable,
+)
+from convtap.wire.jsonvalue import dumps
+
+
+@dataclass
+class FileImport:
+    """What importing one file did: flows imported and already there, or why it failed."""
+
+    path: Path
+    imported: int = 0
+    skipped: int = 0
+    error: str | None = None
+
+
+def import_into(
+    db: Path,
+    paths: list[Path],
+    *,
+    redact: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> list[FileImport]:
+    """Import files into `db`, each committed on its own. A new database into which nothing
+    could be imported is removed again."""
+    new = not db.exists()
+    local = LocalRecorder(str(db), redact=redact)
+    results: list[FileImport] = []
+    try:
+        seen = flow_ids(local.writer.db)
+        for path in paths:
+            try:
+                imported, skipped = import_file(path, local, seen, progress)
+            except (CaptureError, StoreError) as exc:
+                results.append(FileImport(path, error=str(exc)))
+            else:
+                results.append(FileImport(path, imported, skipped))
+    finally:
+        local.close()
+    if new and not any(r.imported for r in results):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return results
+
+
+@contextmanager
+def as_database(path: Path) -> Iterator[Path]:
+    """A capture as a database: a database as it is, anything else imported into a temporary
+    one for the duration."""
+    if path.suffix in DATABASES:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="convtap-") as tmp:
+        db = Path(tmp) / "capture.db"
+        failed = [r.error for r in import_into(db, [path]) if r.error]
+        if failed:
+            raise CaptureError(failed[0])
+        yield db
+
+
+def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
+    """Audit a capture from scratch; its findings table is replaced by what this finds (unless
+    the file is read-only: then nothing in it changes, and the result says so)."""
+    stored = writable(path)
+    db = connect(path, create=False) if stored else open_readonly(path)
+    try:
+        findings, answers = audit(audit_timeline(db))
+        if stored:
+            now = time.time()
+            replace_findings(db, [finding_row(f, now) for f in findings])
+        calls = count_calls(db)
+    finally:
+        db.conn.close()
+    if rules is not None:
+        findings = [f for f in findings if f.rule in rules]
+    return AuditResult(calls, answers, findings, stored)
+
+
+def finding_row(finding: Finding, at: float) -> dict[str, Any]:
+    row = asdict(finding)
+    row["evidence"] = dumps(row["evidence"])
+    row["created_at"] = at
+    return row
+
+
+@dataclass
+class Unrecorded:
+    """Traffic journaled beside a capture that is not in it yet."""
+
+    bytes: int
+    recording: bool  # a recording holds the journal (it is catching up), else it stopped
+
+
+def unrecorded(path: Path) -> Unrecorded | None:
+    """What the journal beside a capture holds beyond what its recorder committed, if any.
+    Changes nothing (the capture is read read-only; the journal's lock is only tried)."""
+    directory = journal_dir(path)
+    if not directory.is_dir():
+        return None
+    db = open_readonly(path)
+    try:
+        committed = Position.parse((journal_position(db) or "").partition(";")[0])
+    finally:
+        db.conn.close()
+    left = unconsumed(directory, committed)
+    if left == 0:
+        return None
+    try:
+        check_free(directory)
+    except JournalError:
+        return Unrecorded(left, recording=True)
+    return Unrecorded(left, recording=False)
+
+
+def ledger(path: Path) -> list[dict[str, Any]]:
+    """The call ledger: one row per call, with its return and what became of it."""
+    db = open_readonly(path)
+    try:
+        rows = call_ledger(db)
+    finally:
+        db.conn.close()
+    for row in rows:
+        for key in ("answered", "accepted", "continued", "complete"):
+            row[key] = bool(row[key])
+    return rows

@@ -1,0 +1,275 @@
+"""`convtap decode`: files of raw bodies decoded, redacted and written out, in bounded memory.
+
+Bodies are read in pieces and fed to the decoder as they are read; the events, other events and
+decode errors go to spool files as they are decoded (never all in memory), and the output is
+written at the end, in `--format json`'s shape (a contract) or as text for people.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any, BinaryIO, TextIO
+
+from convtap.redact.redactor import ClearText, Redactor
+from convtap.wire.events import ControlEvent, DecodeError, DecoderEvent, OtherEvent
+from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses
+from convtap.wire.turn import TurnDecoder, TurnSummary, message_text, tool_call
+
+PIECE = 1 << 20  # bytes read at a time
+MAX_FRAME = 16 << 20  # a WebSocket frame line longer than this is not read whole
+SPOOL = 8 << 20  # bytes of events kept in memory before they spill to a temporary file
+
+
+class DecodeInputError(Exception):
+    """A file that cannot be read."""
+
+
+def open_input(name: str) -> BinaryIO:
+    if name == "-" and sys.stdin is None:  # started with it closed (`<&-`)
+        raise DecodeInputError("cannot read -: standard input is closed")
+    try:
+        return sys.stdin.buffer if name == "-" else Path(name).open("rb")
+    except OSError as exc:
+        raise DecodeInputError(f"cannot read {name}: {exc.strerror or exc}") from exc
+
+
+def pieces(handle: BinaryIO) -> Iterator[bytes]:
+    while piece := handle.read(PIECE):
+        yield piece
+
+
+class Spool:
+    """JSON values, one per line, in memory and then on disk; read back as a JSON array."""
+
+    def __init__(self, redact: Redactor) -> None:
+        self.redact = redact
+        self.file: IO[str] = tempfile.SpooledTemporaryFile(  # noqa: SIM115  (closed with us)
+            SPOOL,
+            mode="w+",
+            encoding="utf-8",
+            errors="surrogatepass",  # JSON allows lone ones
+        )
+        self.count = 0
+
+    def add(self, value: Any) -> None:
+        self.file.write(json.dumps(self.redact.json(value), ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def lines(self) -> Iterator[str]:
+        self.file.seek(0)
+        for line in self.file:
+            yield line.rstrip("\n")
+
+    def write_array(self, out: TextIO, indent: str = "  ") -> None:
+        if not self.count:
+            out.write("[]")
+            return
+        out.write("[\n")
+        for n, line in enumerate(self.lines()):
+            out.write(f"{indent}  {line}{',' if n < self.count - 1 else ''}\n")
+        out.write(f"{indent}]")
+
+
+def decode(
+    names: list[str],
+    out: TextIO,
+    *,
+    fmt: str = "text",
+    protocol: str = "auto",
+    ws_path: str | None = None,
+    redact: bool = True,
+) -> None:
+    handles = [open_input(name) for name in names]
+    try:
+        decode_streams(handles, out, fmt=fmt, protocol=protocol, ws_path=ws_path, redact=redact)
+    except OSError as exc:
+        raise DecodeInputError(f"cannot read the input: {exc.strerror or exc}") from exc
+    finally:
+        for handle in handles:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+
+
+def decode_streams(
+    handles: list[BinaryIO],
+    out: TextIO,
+    *,
+    fmt: str = "text",
+    protocol: str = "auto",
+    ws_path: str | None = None,
+    redact: bool = True,
+) -> None:
+    """Bodies (the first, then its resume legs) read from open binary files."""
+    redactor: Redactor = Redactor() if redact else ClearText()
+    first = handles[0].read(PIECE)
+    if protocol == "responses" or (protocol == "auto" and looks_like_responses(first)):
+        _responses(handles, first, out, fmt, redactor)
+    else:
+        _conversation(handles, first, ws_path, out, fmt, redactor)
+
+
+def decoded_text(body: bytes) -> str:
+    """One body decoded for people, as `convtap decode` prints it (secrets as they are: it is
+    what the one who captured the traffic sees anyway)."""
+    out = io.StringIO()
+    decode_streams([io.BytesIO(body)], out, redact=False)
+    return out.getvalue()
+
+
+def _conversation(
+    handles: list[BinaryIO],
+    first: bytes,
+    ws_path: str | None,
+    out: TextIO,
+    fmt: str,
+    redactor: Redactor,
+) -> None:
+    turn = TurnDecoder()
+    events, others, errors = Spool(redactor), Spool(redactor), Spool(redactor)
+
+    def spool(found: list[DecoderEvent]) -> None:  # every one, however many the turn keeps
+        for event in found:
+            if type(event) is ControlEvent:
+                events.add(event.payload)
+            elif type(event) is OtherEvent:
+                others.add(event.payload)
+            elif type(event) is DecodeError:
+                errors.add(event._asdict())
+
+    for n, handle in enumerate(handles):
+        spool(turn.feed(first if n == 0 else b"").events)
+        for piece in pieces(handle):
+            spool(turn.feed(piece).events)
+        turn.end_leg()
+    if ws_path is not None:
+        with open_input(ws_path) as frames:
+            while line := frames.readline(MAX_FRAME):
+                if line.strip():
+                    spool(turn.feed_ws_frame(line.rstrip(b"\r\n")).events)
+    spool(turn.close())
+    summary = turn.summary()
+    messages = [redactor.json(m) for m in summary.messages]
+    calls = [redactor.json(asdict(c)) for c in summary.tool_calls()]
+    if fmt == "json":
+        head = {
+            "protocol": "f-conversation", "encoding": summary.encoding,
+            "conversation_id": summary.conversation_id, "done": summary.done,
+            "stream_complete": summary.stream_complete, "truncated": summary.truncated,
+            "event_count": summary.event_count,
+        }  # fmt: skip
+        out.write("{\n")
+        for key, value in head.items():
+            out.write(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n")
+        out.write('  "messages": ')
+        _array(out, messages)
+        for key, kept in (("events", events), ("other_events", others), ("errors", errors)):
+            out.write(f',\n  "{key}": ')
+            kept.write_array(out)
+        out.write(',\n  "tool_calls": ')
+        _array(out, calls)
+        out.write("\n}\n")
+        return
+    _turn_text(out, summary, messages, events, others, errors)
+
+
+def _array(out: TextIO, values: list[Any]) -> None:
+    text = json.dumps(values, ensure_ascii=False, indent=2)
+    out.write(text.replace("\n", "\n  "))
+
+
+def _turn_text(
+    out: TextIO, d: TurnSummary, messages: list[dict[str, Any]], events: Spool,
+    others: Spool, errors: Spool,
+) -> None:  # fmt: skip
+    """The decoded turn for people: one block per message, tool calls marked, errors listed."""
+    state = ["done" if d.done else "no [DONE]"]
+    if d.stream_complete:
+        state.append("stream complete")
+    if d.truncated:
+        state.append("TRUNCATED (the last body ended inside an event)")
+    out.write(f"conversation {d.conversation_id or '-'} · encoding {d.encoding or 'legacy'}"
+              f" · {d.event_count} events · {d.legs} leg(s) · {', '.join(state)}\n")  # fmt: skip
+    for message in messages:
+        author = message.get("author") or {}
+        role = author.get("role", "?") + (f" ({author['name']})" if author.get("name") else "")
+        recipient = message.get("recipient") or "all"
+        details = [str(message.get(k)) for k in ("channel", "status") if message.get(k)]
+        out.write(f"\n── {role} → {recipient} · {' · '.join(details)} · {message['id']}\n")
+        call = tool_call(message)
+        if call is not None:
+            state_word = "complete" if call.complete else "in progress"
+            out.write(f"   ⚙ {call.kind} tool call: {call.tool} ({state_word})\n")
+        text = message_text(message)
+        for line in text.splitlines() or ([text] if text else []):
+            out.write(f"   {line}\n")
+    _kinds(out, "event", events, lambda e: str(e.get("type", "?")))
+    _kinds(out, "other event", others, lambda e: ",".join(e))
+    if errors.count:
+        out.write(f"\n{errors.count} decode error(s):\n")
+        for line in errors.lines():
+            e = json.loads(line)
+            out.write(f"  event {e['event_index']}: {e['kind']}: {e['detail']}\n")
+
+
+def _kinds(out: TextIO, label: str, spool: Spool, kind: Callable[[dict[str, Any]], str]) -> None:
+    """How many events of each kind, in order of first appearance (not every one of them)."""
+    if not spool.count:
+        return
+    counts: dict[str, int] = {}
+    for line in spool.lines():
+        name = kind(json.loads(line))
+        counts[name] = counts.get(name, 0) + 1
+    listed = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in counts.items())
+    out.write(f"\n{spool.count} {label}(s): {listed}\n")
+
+
+def _responses(
+    handles: list[BinaryIO], first: bytes, out: TextIO, fmt: str, redactor: Redactor
+) -> None:
+    decoder = ResponsesDecoder()
+    errors = Spool(redactor)
+
+    def spool(found: list[DecoderEvent]) -> None:  # every one, however many it keeps
+        for event in found:
+            if type(event) is DecodeError:
+                errors.add(event._asdict())
+
+    for n, handle in enumerate(handles):
+        head = first if n == 0 else handle.read(PIECE)
+        if head.lstrip().startswith(b"{"):  # a whole JSON response (not streamed)
+            spool(decoder.whole(head + handle.read()))
+            continue
+        stream = ResponsesStream(decoder)
+        spool(stream.feed(head).events)
+        for piece in pieces(handle):
+            spool(stream.feed(piece).events)
+        stream.end_leg()
+    result = redactor.json({key: value for key, value in decoder.result().items()
+                            if key != "errors"})  # fmt: skip
+    if fmt == "json":
+        out.write("{\n")
+        for key, value in result.items():
+            text = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+            out.write(f"  {json.dumps(key)}: {text},\n")
+        out.write('  "errors": ')
+        errors.write_array(out)
+        out.write("\n}\n")
+        return
+    out.write(f"response {result['response_id'] or '-'} · {result['status'] or 'no status'} · "
+              f"{len(result['event_types'])} event types\n")  # fmt: skip
+    for item in result["output_items"]:
+        name = item.get("name") or item.get("role") or ""
+        call_id = f" · call_id {item['call_id']}" if item.get("call_id") else ""
+        out.write(f"── {item.get('type')} {name} · id {item.get('id')}{call_id}\n")
+    for call in result["tool_calls"]:
+        out.write(f"   ⚙ client call: {call['type']} {call['name'] or ''} "
+                  f"call_id {call['call_id']} (item {call['item_id']})\n")  # fmt: skip
+    for line in errors.lines():
+        e = json.loads(line)
+        out.write(f"   error {e['event_index']}: {e['kind']}: {e['detail']}\n")

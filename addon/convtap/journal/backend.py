@@ -1,0 +1,96 @@
+"""The proxy's half of the journal: every event appended (one write, no decoding), and the
+recorder process (`python -m convtap.record.worker`) started beside it and waited for at the end.
+Imports nothing of the recorder: the proxy's process never loads decoding, redaction or SQLite
+for this."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from convtap.journal.events import RecorderEvent
+from convtap.journal.segments import JournalWriter, disk_usage, hold, journal_dir
+
+DISK_FULL = 3  # the recorder process's exit status when the disk is full (the proxy goes on)
+
+
+class JournalBackend:
+    """The proxy's side: events into the journal, and the recorder process that reads it."""
+
+    def __init__(self, db: str, *, redact: bool = True, echo: str = "log") -> None:
+        self.db = Path(db)
+        self.lock = hold(journal_dir(self.db))  # this run's alone, until it and its recorder end
+        try:
+            self.journal = JournalWriter(journal_dir(self.db))
+            args = [sys.executable, "-m", "convtap.record.worker", db, "--echo", echo]
+            if not redact:
+                args.append("--no-redact")
+            # The package's own folder first: mitmproxy may have loaded it from a checkout.
+            source = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
+            # stdin stays open while the proxy lives: its end tells the recorder the proxy is
+            # gone. The lock's descriptor goes with it: a recorder still catching up after the
+            # proxy died keeps the journal from a new run.
+            self.process = subprocess.Popen(args, stdin=subprocess.PIPE, pass_fds=(self.lock,),
+                                            env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+        except BaseException:
+            os.close(self.lock)
+            raise
+
+    def handle(self, event: RecorderEvent) -> None:
+        self.journal.append(event)
+
+    def chunks(self, flow_id: str) -> Callable[[bytes, float], None]:
+        """Where a tap hands one flow's chunks (data, time): straight into the journal."""
+        return self.journal.chunks(flow_id)
+
+    @property
+    def error(self) -> str | None:
+        """Why recording stopped, if it did (the proxy goes on forwarding either way)."""
+        if self.journal.error:
+            return f"recording stopped: {self.journal.error}"
+        code = self.process.poll()
+        if code == DISK_FULL:
+            return "recording stopped: the disk is full (the journal keeps what it still can)"
+        if code is not None:
+            return f"the recorder process ended (exit status {code}); nothing more is recorded"
+        return None
+
+    @property
+    def fatal(self) -> bool:
+        """Recording stopped for a reason other than a full disk: the proxy should stop too,
+        rather than forward traffic that nobody records."""
+        code = self.process.poll()
+        return code is not None and code != DISK_FULL and self.journal.error is None
+
+    def lag(self) -> int:
+        """Bytes of journal on disk that the recorder has not consumed yet (roughly)."""
+        return disk_usage(self.journal.directory)
+
+    def close(self, progress: Callable[[str], None] | None = None, timeout: float = 3600.0) -> None:
+        """A clean end: the journal is closed, the recorder catches up (saying how far it is
+        every few seconds) and removes it."""
+        self.journal.close()
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        deadline = time.monotonic() + timeout
+        said = time.monotonic()
+        while self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if progress is not None and time.monotonic() - said >= 2:
+                said = time.monotonic()
+                left = self.lag()
+                progress(f"waiting for the recorder to catch up: {left / 1e6:.1f} MB of "
+                         f"{self.journal.written / 1e6:.1f} MB left to record")  # fmt: skip
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        if self.lock >= 0:  # the journal is free for another run
+            os.close(self.lock)
+            self.lock = -1

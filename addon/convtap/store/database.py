@@ -1,0 +1,497 @@
+"""The capture database: opening it (migrated to `store_schema`), one batching writer, and the
+reads commands share. With `store_schema` and `report_queries` (what the report reads), the
+only modules that speak SQL.
+
+One SQLite file per capture, WAL mode, mode 0600. Rows arrive already redacted. Writes go through
+one `Writer` that commits in batches, each with the journal position the rows derive from, so a
+process killed at any moment leaves a database holding every committed batch and knowing where
+to go on from. Commands that only read a capture open it read-only (`open_readonly`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import re
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from convtap.contract.audit import (
+    CallMade,
+    ClientCallMade,
+    ConversationRequest,
+    Happening,
+    MessageShown,
+    Prepared,
+    ResponsesRequest,
+)
+from convtap.contract.returns import Call
+from convtap.store.rows import Row
+from convtap.store.schema import (
+    INDEX_TEXT,
+    KEEP_ON_UPDATE,
+    LINK,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+)
+from convtap.wire.jsonvalue import LONE_SURROGATE, loads_or_none
+from convtap.wire.session import Endpoint
+
+DEFAULT_DB = Path("captures") / "capture.db"
+DATASETTE = resources.files("convtap.store") / "datasette.json"  # canned queries
+
+
+class StoreError(Exception):
+    """The database cannot be opened or is not a convtap capture."""
+
+
+class StoreFull(StoreError):
+    """The disk (or the file's size limit) is full: nothing more can be written."""
+
+
+# -- opening ---------------------------------------------------------------------------------------
+
+
+def index_text(db: sqlite_utils.Database) -> None:
+    """Bring the full-text index of message text up to date (one transaction)."""
+    conn = db.conn
+    if conn.execute("SELECT 1 FROM [messages_fts_pending] LIMIT 1").fetchone() is None:
+        return
+    with _write_lock(conn):
+        for statement in INDEX_TEXT:
+            conn.execute(statement)
+
+
+BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
+PAGE_SIZE = 16384  # bytes, for a new database
+
+
+def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
+    """Open a capture database to write into it, migrated to the current schema.
+
+    convtap writes only into a database it made: one carrying its schema marker, or a new file
+    (`create`), created mode 0600. Anything else, and a file it may not write, is refused
+    with a `StoreError`, before a byte of it changes. Several convtap processes may open the
+    same new database at once: the schema is made under SQLite's write lock.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no database at {path}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Made 0600 before SQLite touches it; SQLite gives -wal and -shm the same mode.
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            pass  # another convtap process made it a moment ago: its lock orders us
+        except OSError as exc:
+            raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    if not writable(path):
+        raise StoreError(f"{path} is read-only: convtap needs to write into it (and beside it)")
+    _check_is_ours(path, allow_empty=create)
+    try:
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+        # A new database's pages hold a raw event row (a 16 KiB network chunk) with fewer
+        # overflow pages: its rows are written twice as fast as with 4 KiB pages (bench/
+        # recorder_bench.py). An existing database keeps its own page size.
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        db = sqlite_utils.Database(conn)
+        with _write_lock(conn):
+            version = _version(db)
+            if version == 0 and db.table_names():
+                raise StoreError(f"{path} is not a convtap capture")
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}"
+                )
+            for migrate in MIGRATIONS[version:]:
+                migrate(db)
+            if version < SCHEMA_VERSION:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                             ("schema_version", str(SCHEMA_VERSION)))  # fmt: skip
+        # WAL only once the file is known to be ours (it rewrites the header); a pending
+        # statement would make every later query of sqlite-utils fetch all its rows at once.
+        _switch_to_wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=10000")  # fewer, larger checkpoints
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
+    return db
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """WAL mode, waiting as for any write: switching needs the database to itself a moment, and
+    SQLite's busy timeout does not wait for that (another convtap process opening it too)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def writable(path: Path) -> bool:
+    """The file and its folder may be written, and the file is not marked read-only (its
+    owner's write bit is off: respected even by root, who could write anyway)."""
+    try:
+        owner_writes = bool(path.stat().st_mode & stat.S_IWUSR)
+    except OSError:
+        return False
+    return owner_writes and os.access(path, os.R_OK | os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def check_database(path: Path | str) -> None:
+    """Refuse, before anything listens, a database convtap may not record into (made if new)."""
+    connect(path).conn.close()
+
+
+def open_readonly(path: Path | str) -> sqlite_utils.Database:
+    """Open a capture only to read it: nothing in or beside the file is changed."""
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"no database at {path}")
+    _check_is_ours(path, allow_empty=False)
+    # Nobody writing it (no WAL beside it): immutable, so that SQLite makes no side file either.
+    quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{quiet}", uri=True,
+                               check_same_thread=False, timeout=BUSY_TIMEOUT)  # fmt: skip
+        db = sqlite_utils.Database(conn)
+        version = _version(db)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
+    if version == 0:
+        raise StoreError(f"{path} is not a convtap capture")
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}")
+    return db
+
+
+def journal_position(db: sqlite_utils.Database) -> str | None:
+    """Where the recorder has committed its journal up to (`committed;low`), if it has."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()
+    return str(row[0]) if row else None
+
+
+def reader_beside(writer: Writer) -> sqlite_utils.Database:
+    """Another connection to the database `writer` writes, for a query that reads much: its sorts
+    spill to temporary files as SQLite's do, where the writer's connection would hold them in
+    memory (its temp_store). Opened by SQLite alone, which keeps the writer's locks (a file this
+    process opened and closed itself would drop them)."""
+    conn = sqlite3.connect(writer.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+    return sqlite_utils.Database(conn)
+
+
+def _check_is_ours(path: Path, *, allow_empty: bool) -> None:
+    """Refuse what is not SQLite at all by its first bytes, before SQLite opens it."""
+    with path.open("rb") as handle:
+        header = handle.read(16)
+    if not header:
+        if allow_empty:
+            return
+        raise StoreError(f"{path} is empty, not a convtap capture")
+    if header != b"SQLite format 3\x00":
+        raise StoreError(f"{path} is not a SQLite database")
+
+
+@contextlib.contextmanager
+def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
+    """An immediate transaction: the write lock is taken before anything is read."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+def _version(db: sqlite_utils.Database) -> int:
+    if "meta" not in db.table_names():
+        return 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row and str(row[0]).isdigit() else 0
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+class Writer:
+    """Rows into the database in batches: committed when `batch` operations are waiting, when
+    the oldest has waited `delay` seconds (`tick`), and on `flush`. A journal position `mark`ed
+    after some rows is committed in the same transaction as those rows."""
+
+    def __init__(self, path: Path | str, *, batch: int = 2000, delay: float = 0.05) -> None:
+        self.path = Path(path)
+        self.db = connect(self.path)
+        # A message's upsert (its triggers) needs a statement journal: in a temporary file by
+        # default, where it wrote ten times the stream's bytes, and where a full temporary
+        # directory (SQLITE_TMPDIR, TMPDIR, /var/tmp) stopped recording as if the capture's own
+        # disk were full. In memory it is bounded by one statement's pages.
+        self.db.conn.execute("PRAGMA temp_store=MEMORY")
+        self._ops: list[Row] = []
+        self._position: str | None = None
+        self._since = 0.0
+        self._batch, self._delay = batch, delay
+        self._sql: dict[tuple[str, str, tuple[str, ...]], str] = {}
+        self.failures: list[str] = []  # what could not be written, also told on its flow
+
+    def put(self, row: Row) -> None:
+        if not self._ops:
+            self._since = time.monotonic()
+        self._ops.append(row)
+        if len(self._ops) >= self._batch:
+            self.flush()
+
+    def mark(self, position: str) -> None:
+        """What has been put so far derives from the journal up to `position`."""
+        self._position = position
+        if not self._ops:
+            self._since = time.monotonic()
+
+    def tick(self) -> None:
+        """Commit what has waited long enough."""
+        if (self._ops or self._position) and time.monotonic() - self._since >= self._delay:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit everything put so far."""
+        ops, position = self._ops, self._position
+        self._ops, self._position = [], None
+        if ops or position is not None:
+            self._commit(ops, position)
+
+    def index(self) -> None:
+        """Commit, then bring the full-text index up to date (the recorder is idle)."""
+        self.flush()
+        try:
+            index_text(self.db)
+        except sqlite3.Error as exc:
+            _raise_if_full(exc, self.path)
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        try:
+            self.index()
+        finally:
+            self.db.conn.close()
+
+    def journal_position(self) -> str | None:
+        return journal_position(self.db)
+
+    def _commit(self, rows: list[Row], position: str | None) -> None:
+        # BEGIN IMMEDIATE: the write lock is waited for (up to BUSY_TIMEOUT) before anything is
+        # read; a deferred transaction that another process's commit overtakes fails at once
+        # with "database is locked", however long the timeout.
+        conn = self.db.conn
+        try:
+            with _write_lock(conn):
+                for row in rows:
+                    self._write(row)
+                for statement in LINK:
+                    conn.execute(statement)
+                if position is not None:
+                    conn.execute(_POSITION, (position,))
+        except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
+            # A bad row must not stop the recorder: the rest are written one by one.
+            if isinstance(exc, sqlite3.Error):
+                _raise_if_full(exc, self.path)
+            if isinstance(exc, sqlite3.OperationalError) and _NOT_A_ROW.search(str(exc)):
+                raise StoreError(f"cannot write into {self.path}: {exc}") from exc  # lost: say so
+            for row in rows:
+                self._write_alone(row)
+            if position is not None:
+                try:
+                    with _write_lock(conn):
+                        conn.execute(_POSITION, (position,))
+                except sqlite3.Error as again:
+                    _raise_if_full(again, self.path)
+                    raise StoreError(f"cannot write into {self.path}: {again}") from again
+
+    def _write(self, row: Row) -> None:
+        columns, values = row.columns()
+        key = (row.KIND, row.TABLE, columns)
+        statement = self._sql.get(key)
+        if statement is None:
+            statement = self._sql[key] = insert_sql(row.KIND, row.TABLE, columns)
+        try:
+            self.db.conn.execute(statement, values)
+        except UnicodeEncodeError:  # a lone surrogate (JSON text may carry one; UTF-8 cannot)
+            self.db.conn.execute(statement, _writable(values))
+
+    def _write_alone(self, row: Row) -> None:
+        """One row in a transaction of its own; one that cannot be written is told on its flow
+        (and in `failures`), never dropped in silence."""
+        try:
+            with _write_lock(self.db.conn):
+                self._write(row)
+        except (sqlite3.Error, OverflowError) as exc:
+            if isinstance(exc, sqlite3.Error):
+                _raise_if_full(exc, self.path)
+            detail = f"a {row.TABLE} row could not be stored: {type(exc).__name__}: {exc}"
+            self.failures.append(detail)
+            flow = row.flow()
+            if flow is None:
+                return
+            with contextlib.suppress(sqlite3.Error), _write_lock(self.db.conn):
+                self.db.conn.execute(_FAILURE, (flow, detail[:FAILURE_KEPT]))
+
+
+def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The values with each lone surrogate in their text as U+FFFD, as invalid UTF-8 is read."""
+    return tuple(LONE_SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for v in values)
+
+
+def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
+    if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+        raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
+
+
+_NOT_A_ROW = re.compile(r"locked|busy|I/O error|readonly|read-only")  # the database, not a row
+_POSITION = "INSERT OR REPLACE INTO meta (key, value) VALUES ('journal', ?)"
+# Our own failure on a flow: its row is made if it is not there yet, and failures add up.
+_FAILURE = """INSERT INTO flows (id, failure) VALUES (?1, ?2) ON CONFLICT (id) DO UPDATE SET
+failure = coalesce(failure || '; ', '') || excluded.failure"""
+FAILURE_KEPT = 2000  # characters of a failure's message stored with its flow
+
+
+def insert_sql(kind: str, table: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(f'"{c}"' for c in columns)
+    marks = ", ".join("?" for _ in columns)
+    if kind == "insert":
+        return f'INSERT OR IGNORE INTO "{table}" ({names}) VALUES ({marks})'
+    pk = TABLES[table][1]
+    keys = (pk,) if isinstance(pk, str) else pk
+    keep = KEEP_ON_UPDATE.get(table, set()) | set(keys)
+    updates = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c not in keep)
+    conflict = ", ".join(f'"{k}"' for k in keys)
+    action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+    return f'INSERT INTO "{table}" ({names}) VALUES ({marks}) ON CONFLICT ({conflict}) {action}'
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    return list(db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id"))
+
+
+def flow_ids(db: sqlite_utils.Database) -> set[str]:
+    """The ids of the flows a database holds (an import skips them). Read through the
+    connection the process writes with: opening the file again and closing it would drop
+    that connection's POSIX locks, and another process could then delete the WAL under it."""
+    return {row[0] for row in db.execute("SELECT id FROM flows")}
+
+
+def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+    yield from db.query("SELECT * FROM flows ORDER BY started_at, rowid")
+
+
+def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:
+    yield from db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id])
+
+
+def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
+    """What `convtap audit` replays, streamed in time order. At the same instant a prepare comes
+    first, then calls, requests, and the message ids the streams showed."""
+    queries = [
+        (0, "SELECT started_at AS at, request_body FROM flows WHERE kind = 'prepare'"),
+        (1, "SELECT called_at AS at, * FROM tool_calls"),
+        (2, "SELECT started_at AS at, id, kind, request_body FROM flows "
+            "WHERE kind IN ('conversation', 'responses')"),
+        (3, "SELECT first_seen_at AS at, id, conversation_id FROM messages"),
+    ]  # fmt: skip
+
+    def stream(order: int, sql: str) -> Iterator[tuple[float, int, dict[str, Any]]]:
+        for row in db.query(f"{sql} ORDER BY at"):
+            yield row["at"] or 0.0, order, row
+
+    merged = heapq.merge(*(stream(o, sql) for o, sql in queries), key=lambda r: (r[0], r[1]))
+    for at, order, row in merged:
+        yield _happening(at, order, row)
+
+
+def _happening(at: float, order: int, row: dict[str, Any]) -> Happening:
+    if order == 0:
+        body = loads_or_none(row["request_body"])
+        conversation = body.get("conversation_id") if isinstance(body, dict) else None
+        return Prepared(conversation if isinstance(conversation, str) else None, at)
+    if order == 1 and row["protocol"] == "responses":
+        call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
+                "name": row["tool"], "execution": "client"}  # fmt: skip
+        return ClientCallMade(row["turn_id"], row["conversation_id"], call, at)
+    if order == 1:
+        return CallMade(call_from_row(row))
+    if order == 2:
+        kind = ConversationRequest if row["kind"] == Endpoint.CONVERSATION else ResponsesRequest
+        return kind(row["id"], loads_or_none(row["request_body"]), at)
+    return MessageShown(row["conversation_id"], row["id"])
+
+
+def call_from_row(row: dict[str, Any]) -> Call:
+    arguments = loads_or_none(row["arguments"])
+    return Call(
+        call_id=row["call_id"], recipient=row["recipient"] or "", kind=row["kind"] or "builtin",
+        tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
+        arguments_text=row["arguments_text"] or "", conversation_id=row["conversation_id"],
+        turn_id=row["turn_id"], at=row["called_at"] or 0.0,
+    )  # fmt: skip
+
+
+def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
+    """What shape inference reads, streamed: request bodies, final messages, raw events (in
+    order within each flow)."""
+    for row in db.query("SELECT kind, request_body, started_at FROM flows "
+                        "WHERE request_body IS NOT NULL"):  # fmt: skip
+        yield "request", row
+    for row in db.query("SELECT json, first_seen_at FROM messages"):
+        yield "message", row
+    for row in db.query("SELECT flow_id, at, event, data FROM events ORDER BY flow_id, seq"):
+        yield "event", row
+
+
+def count_calls(db: sqlite_utils.Database) -> int:
+    return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
+
+
+def replace_findings(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> None:
+    with db.conn:
+        db.execute("DELETE FROM findings")
+        if rows:
+            columns = tuple(rows[0])
+            db.conn.executemany(insert_sql("insert", "findings", columns),
+                                [tuple(r.values()) for r in rows])  # fmt: skip
+
+
+DERIVED = (
+    "turns",
+    "tool_signatures",
+    "messages",
+    "tool_calls",
+    "tool_returns",
+    "conversation_nodes",
+    "findings",
+)
+
+
+def clear_derived(db: sqlite_utils.Database) -> None:
+    """Before `convtap reprocess`: drop what the decoder derived, keep flows and raw events."""
+    with db.conn:
+        for table in DERIVED:
+            db.execute(f'DELETE FROM "{table}"')
+        db.execute("DELETE FROM [messages_fts_pending]")
+        db.execute("INSERT INTO [messages_fts] ([messages_fts]) VALUES ('delete-all')")

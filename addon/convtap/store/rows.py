@@ -1,0 +1,240 @@
+"""What the recorder writes: one frozen row type per table, checked against the schema when this
+module loads (a misspelt or missing column fails at import, not as a row that vanishes).
+
+A row is an `upsert` (its primary key's row is created or updated) or an `insert` (ignored
+when its key is already there). A column left `UNSET` is not written: an update keeps what is
+there (a flow's request, then its response, then our own failure on it, are three writes of
+one row). `None` writes NULL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from convtap.store.schema import TABLES
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    TABLE: ClassVar[str]
+    KIND: ClassVar[str] = "upsert"
+    FLOW: ClassVar[str | None] = None  # the column that names the flow the row derives from
+
+    def columns(self) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        """The columns this row writes, and their values."""
+        pairs = [
+            (f.name, value)
+            for f in dataclasses.fields(self)
+            if (value := getattr(self, f.name)) is not UNSET
+        ]
+        return tuple(name for name, _ in pairs), tuple(value for _, value in pairs)
+
+    def flow(self) -> str | None:
+        """The flow the row derives from (where a failure to write it is told)."""
+        value = getattr(self, self.FLOW) if self.FLOW else None
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRow(Row):
+    TABLE = "flows"
+    id: str
+    kind: str | None = UNSET
+    method: str | None = UNSET
+    url: str | None = UNSET
+    host: str | None = UNSET
+    path: str | None = UNSET
+    status: int | None = UNSET
+    client: str | None = UNSET
+    request_headers: str | None = UNSET
+    request_body: str | None = UNSET
+    response_headers: str | None = UNSET
+    response_body: str | None = UNSET
+    conversation_id: str | None = UNSET
+    turn_id: str | None = UNSET
+    started_at: float | None = UNSET
+    ended_at: float | None = UNSET
+    outcome: str | None = UNSET
+    source: str | None = UNSET
+    failure: str | None = UNSET
+
+    FLOW = "id"
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow(Row):
+    """One row of raw events: an SSE chunk's completed events, or one WebSocket frame."""
+
+    TABLE = "events"
+    KIND = "insert"
+    FLOW = "flow_id"
+    flow_id: str
+    seq: int
+    at: float
+    event: str
+    count: int
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow(Row):
+    TABLE = "turns"
+    id: str
+    conversation_id: str | None
+    parent_message_id: str | None
+    model: str | None
+    client: str | None
+    challenge: str | None
+    execution_target: str | None
+    message_ids: str | None
+    encoding: str | None
+    done: int
+    stream_complete: int
+    truncated: int
+    event_count: int
+    legs: int
+    ws_topic: str | None
+    errors: str | None
+    started_at: float
+    ended_at: float
+
+    FLOW = "id"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSignatureRow(Row):
+    TABLE = "tool_signatures"
+    turn_id: str
+    name: str
+    signature: str | None
+
+    FLOW = "turn_id"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow(Row):
+    TABLE = "messages"
+    id: str
+    conversation_id: str | None
+    turn_id: str
+    role: str | None
+    name: str | None
+    recipient: str | None
+    channel: str | None
+    content_type: str | None
+    status: str | None
+    text: str | None
+    json: str | None
+    first_seen_at: float
+    updated_at: float
+
+    FLOW = "turn_id"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRow(Row):
+    TABLE = "tool_calls"
+    call_id: str
+    protocol: str
+    turn_id: str
+    conversation_id: str | None
+    recipient: str | None
+    kind: str | None
+    tool: str | None
+    arguments: str | None
+    arguments_text: str | None
+    complete: int
+    called_at: float
+    item_id: str | None = UNSET  # Responses API: the call item's own id (fc_...)
+
+    FLOW = "turn_id"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReturnRow(Row):
+    TABLE = "tool_returns"
+    FLOW = "flow_id"
+    id: str
+    protocol: str
+    flow_id: str
+    conversation_id: str | None
+    message_id: str | None
+    tool: str | None
+    body_call_id: str | None
+    message: str | None
+    returned_at: float
+    parent_message_id: str | None = UNSET
+    body_tool: str | None = UNSET
+    call_id: str | None = UNSET  # set by the store when it pairs the return with its call
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationNodeRow(Row):
+    TABLE = "conversation_nodes"
+    FLOW = "flow_id"
+    conversation_id: str | None
+    node_id: str
+    message_id: str | None
+    role: str | None
+    flow_id: str
+    seen_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRow(Row):
+    TABLE = "findings"
+    KIND = "insert"
+    FLOW = "flow_id"
+    rule: str
+    severity: str
+    message: str
+    conversation_id: str | None
+    call_id: str | None
+    return_id: str | None
+    flow_id: str | None
+    evidence: str | None
+    created_at: float
+    id: int | None = UNSET  # given by SQLite
+
+
+ROW_TYPES: tuple[type[Row], ...] = (
+    FlowRow,
+    EventRow,
+    TurnRow,
+    ToolSignatureRow,
+    MessageRow,
+    ToolCallRow,
+    ToolReturnRow,
+    ConversationNodeRow,
+    FindingRow,
+)
+
+
+def check_against_schema(row_type: type[Row]) -> None:
+    """A row type has exactly its table's columns, each of the column's type (or None)."""
+    columns, _ = TABLES[row_type.TABLE]
+    fields = {f.name: str(f.type) for f in dataclasses.fields(row_type)}
+    if set(fields) != set(columns):
+        missing, extra = set(columns) - set(fields), set(fields) - set(columns)
+        raise TypeError(f"{row_type.__name__} does not match table {row_type.TABLE}: "
+                        f"missing {sorted(missing)}, unknown {sorted(extra)}")  # fmt: skip
+    for name, kind in columns.items():
+        if fields[name].split(" | ")[0] != kind.__name__:
+            raise TypeError(f"{row_type.__name__}.{name} is {fields[name]}, "
+                            f"the column is {kind.__name__}")  # fmt: skip
+
+
+for _row_type in ROW_TYPES:
+    check_against_schema(_row_type)
+if {t.TABLE for t in ROW_TYPES} != set(TABLES):
+    raise TypeError("a table has no row type")  # every table is written through one

@@ -1,0 +1,263 @@
+"""The capture database's schema: its tables, views, indexes and full-text index, and the
+migrations that bring a database made by an earlier convtap up to date (`store` runs them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+SCHEMA_VERSION = 2
+
+# -- tables --------------------------------------------------------------------------------------
+
+TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
+    "flows": (
+        {
+            "id": str,
+            "kind": str,
+            "method": str,
+            "url": str,
+            "host": str,
+            "path": str,
+            "status": int,
+            "client": str,
+            "request_headers": str,
+            "request_body": str,
+            "response_headers": str,
+            "response_body": str,
+            "conversation_id": str,
+            "turn_id": str,
+            "started_at": float,
+            "ended_at": float,
+            "outcome": str,
+            "source": str,
+            "failure": str,
+        },
+        "id",
+    ),
+    "events": (
+        {"flow_id": str, "seq": int, "at": float, "event": str, "count": int, "data": str},
+        ("flow_id", "seq"),
+    ),
+    "turns": (
+        {
+            "id": str,
+            "conversation_id": str,
+            "parent_message_id": str,
+            "model": str,
+            "client": str,
+            "challenge": str,
+            "execution_target": str,
+            "message_ids": str,
+            "encoding": str,
+            "done": int,
+            "stream_complete": int,
+            "truncated": int,
+            "event_count": int,
+            "legs": int,
+            "ws_topic": str,
+            "errors": str,
+            "started_at": float,
+            "ended_at": float,
+        },
+        "id",
+    ),
+    "tool_signatures": ({"turn_id": str, "name": str, "signature": str}, ("turn_id", "name")),
+    "messages": (
+        {
+            "id": str,
+            "conversation_id": str,
+            "turn_id": str,
+            "role": str,
+            "name": str,
+            "recipient": str,
+            "channel": str,
+            "content_type": str,
+            "status": str,
+            "text": str,
+            "json": str,
+            "first_seen_at": float,
+            "updated_at": float,
+        },
+        "id",
+    ),
+    "tool_calls": (
+        {
+            "call_id": str,
+            "protocol": str,
+            "turn_id": str,
+            "conversation_id": str,
+            "recipient": str,
+            "kind": str,
+            "tool": str,
+            "arguments": str,
+            "arguments_text": str,
+            "complete": int,
+            "called_at": float,
+            "item_id": str,  # Responses API: the call item's own id (fc_...)
+        },
+        "call_id",
+    ),
+    "tool_returns": (
+        {
+            "id": str,
+            "protocol": str,
+            "flow_id": str,
+            "conversation_id": str,
+            "parent_message_id": str,
+            "message_id": str,
+            "tool": str,
+            "body_call_id": str,
+            "body_tool": str,
+            "message": str,
+            "returned_at": float,
+            "call_id": str,
+        },
+        "id",
+    ),
+    "conversation_nodes": (
+        {
+            "conversation_id": str,
+            "node_id": str,
+            "message_id": str,
+            "role": str,
+            "flow_id": str,
+            "seen_at": float,
+        },
+        ("conversation_id", "node_id"),
+    ),
+    "findings": (
+        {
+            "id": int,
+            "rule": str,
+            "severity": str,
+            "conversation_id": str,
+            "call_id": str,
+            "return_id": str,
+            "flow_id": str,
+            "message": str,
+            "evidence": str,
+            "created_at": float,
+        },
+        "id",
+    ),
+}
+
+# Columns an upsert never overwrites: where and when a thing was first seen.
+KEEP_ON_UPDATE = {
+    "messages": {"turn_id", "first_seen_at"},
+    "tool_calls": {"turn_id", "called_at"},
+    "flows": {"started_at"},
+    "turns": {"started_at"},
+}
+
+CALL_LEDGER = """
+CREATE VIEW IF NOT EXISTS call_ledger AS
+SELECT c.call_id, c.protocol, c.tool, c.kind, c.recipient, c.conversation_id, c.turn_id,
+       c.called_at, c.complete, coalesce(r.message_id, r.id) AS return_id, r.returned_at,
+       r.id IS NOT NULL AS answered,
+       r.id IS NOT NULL AND (t.stream_complete = 1 OR EXISTS (
+           SELECT 1 FROM conversation_nodes n
+           WHERE n.conversation_id = r.conversation_id AND n.node_id = r.message_id)
+           OR (r.protocol = 'responses' AND a.status = 200 AND a.outcome = 'complete'))
+           AS accepted,
+       r.id IS NOT NULL AND (EXISTS (
+           SELECT 1 FROM messages m WHERE m.turn_id = r.flow_id AND m.role = 'assistant')
+           OR (r.protocol = 'responses' AND a.status = 200 AND a.outcome = 'complete'))
+           AS continued,
+       (SELECT count(*) FROM findings f WHERE f.call_id = c.call_id) AS findings
+FROM tool_calls c
+LEFT JOIN tool_returns r ON r.id = (
+    SELECT id FROM tool_returns WHERE call_id = c.call_id ORDER BY returned_at, id LIMIT 1)
+LEFT JOIN turns t ON t.id = r.flow_id
+LEFT JOIN flows a ON a.id = r.flow_id AND r.protocol = 'responses'
+"""
+
+INDEXES = [
+    ("tool_returns", ["call_id"]),
+    ("tool_returns", ["parent_message_id"]),
+    ("tool_returns", ["body_call_id"]),
+    ("messages", ["turn_id"]),
+    ("messages", ["conversation_id"]),
+    ("findings", ["call_id"]),
+    ("findings", ["rule"]),
+    ("flows", ["conversation_id"]),
+]
+
+# Pair returns with calls: by the request's parent_message_id first, else by the call_id the
+# return's body names (docs/protocol.md, "The tool return contract", items 9 and 12).
+LINK = [
+    """UPDATE tool_returns SET call_id = parent_message_id
+       WHERE call_id IS NULL AND parent_message_id IN (SELECT call_id FROM tool_calls)""",
+    """UPDATE tool_returns SET call_id = body_call_id
+       WHERE call_id IS NULL AND body_call_id IN (SELECT call_id FROM tool_calls)""",
+]
+
+
+# Full-text search on message text (what sqlite-utils' enable_fts makes), as plain statements so
+# that the whole schema is made in one transaction.
+FTS = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS [messages_fts] USING FTS5 ([text], content=[messages])",
+    """CREATE TRIGGER IF NOT EXISTS [messages_ai] AFTER INSERT ON [messages] BEGIN
+       INSERT INTO [messages_fts] (rowid, [text]) VALUES (new.rowid, new.[text]); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_ad] AFTER DELETE ON [messages] BEGIN
+       INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       VALUES ('delete', old.rowid, old.[text]); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_au] AFTER UPDATE ON [messages] BEGIN
+       INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       VALUES ('delete', old.rowid, old.[text]);
+       INSERT INTO [messages_fts] (rowid, [text]) VALUES (new.rowid, new.[text]); END""",
+]
+
+
+def _migrate_to_1(db: sqlite_utils.Database) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+    for name, (columns, pk) in TABLES.items():
+        db[name].create(columns, pk=pk, if_not_exists=True)  # type: ignore[union-attr]
+    for table, indexed in INDEXES:
+        db[table].create_index(indexed, if_not_exists=True)  # type: ignore[union-attr]
+    for statement in FTS:
+        db.execute(statement)
+    db.execute(CALL_LEDGER)
+
+
+# The full-text index catches up later (schema 2): tokenizing every message as it is written
+# took 40 % of the recorder's time, and a streamed message is written several times. The
+# triggers only note which rows changed (with the text the index holds for them, which a
+# `'delete'` needs; the first note of a row since the last catch-up is the one kept, and it is
+# kept with NOT EXISTS, since an upsert's conflict handling overrides a trigger's OR IGNORE);
+# `index_text` brings the index up to date when the recorder is idle and when
+# a writer closes.
+FTS_PENDING = [
+    "DROP TRIGGER IF EXISTS [messages_ai]",
+    "DROP TRIGGER IF EXISTS [messages_ad]",
+    "DROP TRIGGER IF EXISTS [messages_au]",
+    """CREATE TABLE IF NOT EXISTS [messages_fts_pending] (
+       rowid INTEGER PRIMARY KEY, indexed INTEGER NOT NULL, old_text TEXT)""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_fts_ai] AFTER INSERT ON [messages] BEGIN
+       INSERT INTO [messages_fts_pending] SELECT new.rowid, 0, NULL
+       WHERE NOT EXISTS (SELECT 1 FROM [messages_fts_pending] WHERE rowid = new.rowid); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_fts_au] AFTER UPDATE OF [text] ON [messages]
+       WHEN old.[text] IS NOT new.[text] BEGIN
+       INSERT INTO [messages_fts_pending] SELECT old.rowid, 1, old.[text]
+       WHERE NOT EXISTS (SELECT 1 FROM [messages_fts_pending] WHERE rowid = old.rowid); END""",
+    """CREATE TRIGGER IF NOT EXISTS [messages_fts_ad] AFTER DELETE ON [messages] BEGIN
+       INSERT INTO [messages_fts_pending] SELECT old.rowid, 1, old.[text]
+       WHERE NOT EXISTS (SELECT 1 FROM [messages_fts_pending] WHERE rowid = old.rowid); END""",
+]
+INDEX_TEXT = [
+    """INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       SELECT 'delete', rowid, old_text FROM [messages_fts_pending] WHERE indexed""",
+    """INSERT INTO [messages_fts] (rowid, [text]) SELECT m.rowid, m.[text]
+       FROM [messages_fts_pending] p JOIN [messages] m ON m.rowid = p.rowid""",
+    "DELETE FROM [messages_fts_pending]",
+]
+
+
+def _migrate_to_2(db: sqlite_utils.Database) -> None:
+    for statement in FTS_PENDING:
+        db.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2]

@@ -1,0 +1,107 @@
+"""What the stream decoders give back: frozen events, h11-style, and one chunk's result.
+
+A decoder is fed bytes (or SSE events) and returns what they did, as values; nothing is read
+from a decoder's attributes after a feed. Both protocols' stream decoders (`TurnDecoder` for
+f/conversation, `ResponsesStream` for the Responses API) have the same entry, `StreamDecoder`:
+`feed(chunk) -> Decoded` for each network chunk, `end_leg() -> bool` when a body ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from convtap.wire.sse import SSEEvent
+
+
+class DecodeError(NamedTuple):
+    """A recorded decoding problem: which dispatched event (0-based), what kind, and why."""
+
+    event_index: int
+    # malformed-json | invalid-delta | unknown-encoding | unexpected-value | ws-frame |
+    # invalid-utf8 | event-too-large | value-too-large | too-many-messages | arguments-mismatch
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChanged:
+    """A message appeared or changed status. `message` is its state at the end of the feed
+    that returned this event: read it then (the decoder goes on changing it in place)."""
+
+    message: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.message["id"])
+
+
+@dataclass(frozen=True, slots=True)
+class ControlEvent:
+    """An event with a `type` that is not a delta (`stream_handoff`, `message_marker`, a
+    Responses API event, ...): its parsed data."""
+
+    payload: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.payload.get("type"))
+
+
+@dataclass(frozen=True, slots=True)
+class OtherEvent:
+    """An object event of no type and no message (an error envelope, a legacy trailer)."""
+
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSeen:
+    """The stream named its conversation (or a new one)."""
+
+    conversation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDone:
+    """`data: [DONE]`: the server ended the stream."""
+
+
+DecoderEvent = (
+    MessageChanged | ControlEvent | OtherEvent | ConversationSeen | StreamDone | DecodeError
+)
+
+
+class Appended(NamedTuple):
+    """What a batch of events did to strings, for a reader that looks for text cut across
+    events (the recorder's redaction): the strings appended (by bare frames, appends and
+    Responses `*.delta` events, as decoded), the paths they went to, and the data of every
+    other event."""
+
+    pieces: list[str]
+    paths: list[str]
+    others: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What one chunk of a stream did: the decoder's events, and for the recorder, the SSE text
+    of the complete events it held (comment lines included: stored raw), those events, what
+    they appended, and whether the text holds lines the decoder does not read."""
+
+    events: list[DecoderEvent]
+    text: str
+    sse: Sequence[SSEEvent]
+    appended: Appended
+    unread_lines: bool
+
+
+class StreamDecoder(Protocol):
+    """The one decoder entry of both protocols, over any transport that carries SSE bytes."""
+
+    def feed(self, chunk: bytes) -> Decoded: ...
+
+    def end_leg(self) -> bool:
+        """The body is over; True when it ended inside an event (the stream was cut)."""
+        ...

@@ -1,0 +1,123 @@
+"""convtap.redact.redactor: structural redaction with keyed hashes."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+from convtap.redact.redactor import Redactor, hints, is_secret_key, keyed_secrets, value_hints
+
+
+def test_secret_keys_anywhere_are_replaced_by_a_keyed_hash() -> None:
+    value = {
+        "type": "resume_conversation_token",
+        "token": "T1",
+        "kind": "conduit",
+        "nested": [{"app_attest_challenge": "C1", "x_token": {"a": 1}, "max_tokens": 5}],
+    }
+    out = Redactor(b"k").json(value)
+    text = json.dumps(out)
+    assert "T1" not in text and "C1" not in text
+    assert out["kind"] == "conduit" and out["nested"][0]["max_tokens"] == 5
+    assert out["token"].startswith("<redacted:")
+    assert out["nested"][0]["x_token"].startswith("<redacted:")
+    assert value["token"] == "T1"  # the input is untouched
+
+
+def test_the_same_secret_gets_the_same_placeholder_and_keys_differ() -> None:
+    a, b = Redactor(b"k1"), Redactor(b"k2")
+    assert a.placeholder("s") == a.placeholder(b"s") != a.placeholder("t")
+    assert a.placeholder("s") != b.placeholder("s")
+
+
+def test_redacting_twice_changes_nothing() -> None:
+    r = Redactor(b"k")
+    once = r.json({"token": "x"})
+    assert r.json(once) == once
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"message": "plain words, nothing here"}', (False, False)),
+        ('{"Access-Token": 1}', (True, False)),  # any case, `-` as `_`
+        ('{"to\\u006ben": 1}', (True, False)),  # a JSON escape hides no key
+        ('{"to\u212aen": 1}', (True, False)),  # the Kelvin sign lowercases to k, as keys do
+        ('{"v": "SK-proj-abc"}', (False, True)),
+        ('{"v": "s\\u006b-proj-abc"}', (False, True)),
+        ('{"marker": "cot_token", "v": "🌿 é"}', (False, False)),  # a marker, not a key
+        ('{"v": "\ud800 lone surrogate"}', (False, False)),
+    ],
+)
+def test_hints_fold_text_as_keys_are_compared(text: str, expected: tuple[bool, bool]) -> None:
+    assert hints(text) == expected
+    assert value_hints(text) is expected[1]
+    assert is_secret_key("to\u212aen") and is_secret_key("İsession")
+
+
+@pytest.mark.parametrize("text", ["token" * 1_000_000, '"cot_token"' * 400_000, "sk-" * 1_500_000])
+def test_text_made_of_hints_is_searched_in_bounded_memory(text: str) -> None:
+    """A message made of hint words is searched a window at a time: its matches are never all
+    held at once (they took 28 times the text's size)."""
+    tracemalloc.start()
+    try:
+        hints(text)
+        value_hints(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(text)
+
+
+def _unread_line_by_line(redactor: Redactor, text: str) -> str:
+    """The reference for `Redactor.unread`: every line looked at on its own."""
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        read = line.partition(":")[0] in ("data", "event")
+        if line and not read and any(hints(line)):
+            lines[n] = f": {redactor.placeholder(line)}"
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        ":",
+        "\n:",
+        ": ping - 2026-11-30\n\n",
+        ": key sk-proj-CANARY0123456789abcdefghij\n\ndata: 1\n\n",
+        "data: 1\n\n: ping\n\n: token=abc\n: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig\n\n",
+        'data: {"v": ": token"}\n\n:tail without a line end password',
+        "id: sk-proj-CANARY0123456789abcdefghij\ndata: 1\n\nid: 7\ndata: 2\n\n",
+        "data: 1\n\nstray sk-proj-CANARY0123456789abcdefghij\n\nevent:delta\ndata:token\n\n",
+        "retry: 5\nfoo: token\ndatum: x\ndata\n\n",
+    ],
+)
+def test_lines_the_decoder_does_not_read_with_a_hint_are_placeholders(text: str) -> None:
+    """Comments, other fields and lines of no field: those with a hint of a secret become a
+    comment holding a placeholder; data and event lines are left to the event redaction."""
+    redactor = Redactor(b"k" * 32)
+    assert redactor.unread(text) == _unread_line_by_line(redactor, text)
+    if "CANARY" in text or "eyJ" in text:
+        assert "CANARY" not in redactor.unread(text) and "eyJ" not in redactor.unread(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"api_key": "abc", "city": "Lisboa"}', ["abc"]),
+        ('{"city": "Lisboa", "password": "hun\\"ter', ['hun\\"ter']),  # cut short, an escape
+        ('{"api\\u005fkey": "abc"}', ["abc"]),  # a key hidden by an escape
+        ('{"Access-Token" : "t1", "n": {"secret": "s2"}}', ["t1", "s2"]),
+        ('{"token": "<redacted:0123456789ab>"}', []),  # already a placeholder
+        ('{"tokens": "many", "note": "a token is here"}', []),  # not secret keys; prose
+        ('{"token": 12}', []),  # not a string
+        ('{"note": "' + '\\"' * 5000 + '", "token": "t3"}', ["t3"]),  # escaped quotes, read once
+    ],
+)
+def test_keyed_secrets_finds_secret_keys_values_in_json_text(text: str, found: list[str]) -> None:
+    spans = keyed_secrets(text)
+    assert [secret for _, _, secret in spans] == found
+    assert all(text[start:end] == secret for start, end, secret in spans)
