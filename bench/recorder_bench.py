@@ -86,7 +86,7 @@ def decoder_only(bodies: list[bytes]) -> float:
 def secret_scans(bodies: list[bytes]) -> tuple[float, float]:
     """MB/s of detect-secrets' own scanner (its default plugins, line by line, on 1 MB) and of
     convtap's redaction check of the same stream (every chunk, as the recorder looks at it)."""
-    from convtap.redact.redactor import hints, value_hints
+    from convtap.redact.patterns import hints, value_hints
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
 

@@ -228,10 +228,11 @@ def record(
       convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
       convtap record --catch-up      # after a crash: record what the journal still holds
     """
-    from mitmproxy.tools.main import mitmdump
+    from mitmproxy.tools import cmdline, dump
+    from mitmproxy.tools.main import run
 
     from convtap.journal.segments import JournalError, check_free, journal_dir
-    from convtap.proxy.addon import FAILURES
+    from convtap.proxy.addon import ConvtapAddon
     from convtap.record.queued_output import QueuedOutput
     from convtap.record.worker import catch_up as record_journal
     from convtap.store.database import StoreError, check_database
@@ -260,12 +261,13 @@ def record(
     for setting in settings:
         args += ["--set", setting]
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
-    mitmdump(args)
+    master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
     if output.dropped:
         click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"
                    " reader was too slow", err=True)  # fmt: skip
-    if FAILURES:
-        click.echo(f"convtap: {FAILURES[0]}", err=True)
+    addon = master.addons.get(ConvtapAddon.name)  # type: ignore[no-untyped-call]
+    if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
+        click.echo(f"convtap: {addon.failed}", err=True)
         sys.exit(1)
 
 
@@ -323,34 +325,37 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
     help="The HAR file to write (replaced if it exists).",
 )
 @click.option(
+    "--blank-words",
     "--shape-only",
+    "blank_words",
     is_flag=True,
     help="Replace every natural-language string by a placeholder of the same length; keep ids, "
-    "enumerations, numbers and structure.",
+    "enumerations, numbers and structure (--shape-only is its earlier name).",
 )
-def export(db: Path, output: Path, shape_only: bool) -> None:
+def export(db: Path, output: Path, blank_words: bool) -> None:
     """Export a capture as a HAR 1.2 file that convtap import, browsers and mitmproxy read.
 
-    Secrets stay redacted as stored. With --shape-only the export still decodes, audits to the
+    Secrets stay redacted as stored. With --blank-words the export still decodes, audits to the
     same findings and diffs without a breaking change, but holds none of the conversation's
     words.
 
     \b
     Example:
       convtap export --db captures/capture.db --output session.har
-      convtap export --shape-only --output shape.har   # to share with a bug report
+      convtap export --blank-words --output blank.har   # to share with a bug report
     """
     from convtap.export.har import export_har
     from convtap.store.database import StoreError
 
     try:
-        count = export_har(db, output, shape_only=shape_only)
+        count = export_har(db, output, blank_words=blank_words)
     except StoreError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
     say_unrecorded(db)
-    click.echo(f"exported {count} flows into {output}" + (" (shape only)" if shape_only else ""))
+    blanked = " (words blanked)" if blank_words else ""
+    click.echo(f"exported {count} flows into {output}{blanked}")
 
 
 @main.command()

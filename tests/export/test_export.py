@@ -288,7 +288,7 @@ def test_mitmproxy_11_and_12_read_the_same_bodies(exports: dict[str, Path]) -> N
 # -- (c) --shape-only ----------------------------------------------------------------------------
 
 
-def test_shape_only_keeps_calls_findings_and_decoding(
+def test_blank_words_keeps_calls_findings_and_decoding(
     original: Path, exports: dict[str, Path]
 ) -> None:
     shaped = exports["shape.db"]
@@ -300,7 +300,7 @@ def test_shape_only_keeps_calls_findings_and_decoding(
     assert proc.returncode == 0, proc.stdout
 
 
-def test_shape_only_leaves_none_of_the_words(original: Path, exports: dict[str, Path]) -> None:
+def test_blank_words_leaves_none_of_the_words(original: Path, exports: dict[str, Path]) -> None:
     words = session_words(original)
     assert len(words) > 30
     assert not words & har_words(exports["shape.har"])

@@ -15,7 +15,7 @@ import pytest
 from convtap.journal.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
 from convtap.proxy.addon import ConvtapAddon
 from convtap.record.local import LocalRecorder
-from convtap.redact.redactor import hints
+from convtap.redact.patterns import hints
 from convtap.wire.turn import TurnSummary, decode_turn, message_text
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils

@@ -6,7 +6,8 @@ import json
 import tracemalloc
 
 import pytest
-from convtap.redact.redactor import Redactor, hints, is_secret_key, keyed_secrets, value_hints
+from convtap.redact.patterns import hints, is_secret_key, keyed_secrets, value_hints
+from convtap.redact.redactor import Redactor
 
 
 def test_secret_keys_anywhere_are_replaced_by_a_keyed_hash() -> None:

@@ -12,7 +12,8 @@ from urllib.parse import quote
 
 import pytest
 from convtap.ingest.capture import import_into
-from convtap.redact.redactor import Redactor, key_file, redaction_key
+from convtap.redact.keyfile import key_file, redaction_key
+from convtap.redact.redactor import Redactor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from convtap.store.database import (
     connect,
 )
 from convtap.store.rows import EventRow, FlowRow, ToolCallRow, ToolReturnRow
+from convtap.wire.session import answered_call
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.harness import small_tmpfs
 
@@ -175,3 +179,32 @@ def test_every_table_has_one_row_type_that_matches_it() -> None:
 
     with pytest.raises(TypeError, match="missing \\['event'\\], unknown \\['evnet'\\]"):
         check_against_schema(Misspelt)
+
+
+ids = st.sampled_from(["c1", "c2", "c3"]) | st.none()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.sampled_from(["c1", "c2", "c3"])), st.lists(st.tuples(ids, ids), max_size=6))
+def test_the_store_pairs_a_return_as_the_pairing_function_does(
+    calls: set[str], returns: list[tuple[str | None, str | None]]
+) -> None:
+    """The store's SQL (`LINK`) and `answered_call` are one rule: whatever calls are recorded
+    and whatever a return's parent and body name, they pick the same call."""
+    with tempfile.TemporaryDirectory() as folder:
+        writer = Writer(Path(folder) / "c.db")
+        for call_id in sorted(calls):
+            writer.put(call_row(call_id, turn_id="t", called_at=1.0, complete=1))
+        for n, (parent, body_call_id) in enumerate(returns):
+            writer.put(ToolReturnRow(
+                id=f"r{n}", protocol="f-conversation", flow_id="f", conversation_id=None,
+                message_id=None, tool=None, body_call_id=body_call_id, message=None,
+                returned_at=2.0, parent_message_id=parent,
+            ))  # fmt: skip
+        writer.flush()
+        stored = dict(writer.db.execute("SELECT id, call_id FROM tool_returns").fetchall())
+        writer.close()
+    known = {call_id: call_id for call_id in calls}
+    assert stored == {
+        f"r{n}": answered_call(parent, body, known) for n, (parent, body) in enumerate(returns)
+    }

@@ -16,7 +16,7 @@ from convtap.contract.registry import checks as registered_checks
 from convtap.contract.responses import ResponsesAuditor
 from convtap.contract.returns import Call, CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.wire.bounded import Bounded
-from convtap.wire.session import ToolReturn, TurnRequest, read_return
+from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
 
 __all__ = ["Auditor", "Call", "checks"]
 
@@ -108,7 +108,7 @@ class Auditor:
         at: float,
     ) -> list[Finding]:
         self.returns += 1
-        call = self.calls.get(parent or "") or self.calls.get(ret.call_id or "")
+        call = answered_call(parent, ret.call_id, self.calls)
         return_id = ret.message_id
         facts = ReturnFacts(
             message=ret.message,

@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from convtap.redact.redactor import PLACEHOLDER_PREFIX
+from convtap.redact.patterns import PLACEHOLDER_PREFIX
 from convtap.wire.jsonvalue import JSON, MAX_DEPTH, loads_or_none
 
 KEEP_KEYS = frozenset(

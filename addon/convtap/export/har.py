@@ -4,7 +4,7 @@ One entry per flow, in time order: the request (method, URL, headers, the stored
 `postData`), the response (status, headers, and `content.text`: an event stream's raw events as
 recorded, cut again when the stream was cut, or the stored JSON answer), its start and duration.
 A WebSocket's frames go in `_webSocketMessages`, as Chrome writes them. What is stored is what is
-exported: secrets stay redacted; `shape_only` also replaces the words (`convtap.export.blank`).
+exported: secrets stay redacted; `blank_words` also replaces the words (`convtap.export.blank`).
 
 The database is read read-only, one flow and one raw event row at a time; each body is written
 into its entry's JSON as it is read, so no flow is ever whole in memory. The file appears only
@@ -49,13 +49,13 @@ SHAPE_COMMENT = (
 Headers = list[tuple[str, str]]
 
 
-def export_har(db_path: Path, output: Path, *, shape_only: bool = False) -> int:
+def export_har(db_path: Path, output: Path, *, blank_words: bool = False) -> int:
     """Write the capture at `db_path` into the HAR file `output`; returns the flows written."""
     if output.exists() and output.resolve() == db_path.resolve():
         raise StoreError(f"{output} is the capture itself: choose another file")
     db = open_readonly(db_path)
     try:
-        return _write_whole(output, lambda handle: write_har(db, handle, shape_only=shape_only))
+        return _write_whole(output, lambda handle: write_har(db, handle, blank_words=blank_words))
     finally:
         db.conn.close()
 
@@ -75,17 +75,17 @@ def _write_whole(output: Path, write: Callable[[TextIO], int]) -> int:
     return count
 
 
-def write_har(db: sqlite_utils.Database, handle: TextIO, *, shape_only: bool = False) -> int:
+def write_har(db: sqlite_utils.Database, handle: TextIO, *, blank_words: bool = False) -> int:
     """Every flow of an open capture as a HAR document into `handle`, entry by entry."""
     log: dict[str, Any] = {
         "version": "1.2",
         "creator": {"name": "convtap", "version": _version()},
         "pages": [],
     }
-    if shape_only:
+    if blank_words:
         log["comment"] = SHAPE_COMMENT
     handle.write('{"log": ' + json.dumps(log)[:-1] + ', "entries": [')
-    shaping = _Shaping() if shape_only else None
+    shaping = _Shaping() if blank_words else None
     count = 0
     for flow in iter_flows(db):
         handle.write(",\n" if count else "\n")
@@ -211,7 +211,7 @@ def _split(entry: dict[str, Any], marker: str) -> tuple[str, str]:
     return before, after
 
 
-def _request(flow: dict[str, Any], headers: Headers, shape_only: bool) -> dict[str, Any]:
+def _request(flow: dict[str, Any], headers: Headers, blank_words: bool) -> dict[str, Any]:
     url = flow["url"] or ""
     request: dict[str, Any] = {
         "method": flow["method"] or "GET",
@@ -229,7 +229,7 @@ def _request(flow: dict[str, Any], headers: Headers, shape_only: bool) -> dict[s
     body = flow["request_body"]
     if body and not body.startswith("<"):  # "<N bytes, not JSON>": no body was kept
         content_type = _header(headers, "content-type")
-        if shape_only:
+        if blank_words:
             body = dump(shape_value(loads_or_none(body)))
         elif not body.isascii() and not _reads_as_utf8(content_type):
             body = json.dumps(loads_or_none(body), separators=(",", ":"))
@@ -238,10 +238,10 @@ def _request(flow: dict[str, Any], headers: Headers, shape_only: bool) -> dict[s
     return request
 
 
-def _response_body(text: str | None, shape_only: bool) -> str | None:
+def _response_body(text: str | None, blank_words: bool) -> str | None:
     if not text or text.startswith("<"):
         return None
-    return dump(shape_value(loads_or_none(text))) if shape_only else text
+    return dump(shape_value(loads_or_none(text))) if blank_words else text
 
 
 def _stream(

@@ -250,7 +250,7 @@ def _responses(
         for piece in pieces(handle):
             spool(stream.feed(piece).events)
         stream.end_leg()
-    result = redactor.json({key: value for key, value in decoder.result().items()
+    result = redactor.json({key: value for key, value in decoder.summary().result().items()
                             if key != "errors"})  # fmt: skip
     if fmt == "json":
         out.write("{\n")

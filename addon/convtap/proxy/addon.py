@@ -38,8 +38,6 @@ from convtap.store.database import DEFAULT_DB, StoreError, check_database
 from convtap.wire.session import STREAMED, Endpoint, endpoint_kind
 
 log = logging.getLogger("convtap")
-# Why recording stopped, in this process (`convtap record` exits non-zero when it did).
-FAILURES: list[str] = []
 KEEP_BODY = 16 << 20  # bytes of a streamed body kept on its flow for mitmproxy's views
 LAG_REPORT = 64_000_000  # bytes of journal behind which the lag is reported (then at each 2x)
 
@@ -51,6 +49,8 @@ class Backend(Protocol):
 
 
 class ConvtapAddon:
+    name = "convtap"  # how mitmproxy's addon manager names it (`master.addons.get`)
+
     def __init__(self) -> None:
         self.backend: Backend | None = None  # opened by configure() (or open(), embedded)
         self.failed: str | None = None  # why recording stopped, if it did
@@ -121,8 +121,7 @@ class ConvtapAddon:
         while True:
             await asyncio.sleep(1)
             if backend.error is not None:
-                self.failed = backend.error
-                FAILURES.append(backend.error)
+                self.failed = backend.error  # `convtap record` says it last, and exits 1
                 log.error("convtap: %s", backend.error)
                 if backend.fatal:  # nothing records: stop, say so (a full disk never stops it)
                     ctx.master.shutdown()

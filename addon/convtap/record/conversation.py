@@ -33,7 +33,7 @@ from convtap.wire.events import (
     StreamDone,
 )
 from convtap.wire.jsonvalue import dumps
-from convtap.wire.session import TurnRequest, conversation_nodes
+from convtap.wire.session import TurnRequest, answered_call, conversation_nodes
 from convtap.wire.turn import TurnDecoder, handoff_topic, message_text, tool_call
 
 WRITTEN_MEMORY = 20_000  # message rows remembered, so that unchanged echoes are not rewritten
@@ -65,7 +65,8 @@ class ConversationSide:
         self.out = out
         self.open_turns: Bounded[str, Turn] = Bounded(OPEN_TURNS)  # conversation -> its turn
         self.topics: Bounded[str, Turn] = Bounded(OPEN_TURNS)  # WebSocket turn topic -> turn
-        self.known_calls: Bounded[str, str] = Bounded(KNOWN_CALLS)  # call id -> recipient
+        # call id -> (call id, recipient), for the live `return` lines
+        self.known_calls: Bounded[str, tuple[str, str]] = Bounded(KNOWN_CALLS)
         self.echoed: Bounded[str, bool] = Bounded(KNOWN_CALLS)  # calls already printed
         self.written: Bounded[str, tuple[Any, ...]] = Bounded(WRITTEN_MEMORY)  # message rows
         self.ws_backlog: deque[str] = deque(maxlen=WS_BACKLOG)  # frames before their handoff
@@ -88,9 +89,8 @@ class ConversationSide:
                 tool=ret.tool, body_call_id=ret.call_id, body_tool=ret.body_tool,
                 message=self.out.redact.dumps(ret.message), returned_at=at,
             ))  # fmt: skip
-            target = request.parent_message_id or ret.call_id or "?"
-            answers = self.known_calls.get(target) or self.known_calls.get(ret.call_id or "")
-            paired = f"answers {answers} call {target}" if answers else "answers no recorded call"
+            call = answered_call(request.parent_message_id, ret.call_id, self.known_calls)
+            paired = f"answers {call[1]} call {call[0]}" if call else "answers no recorded call"
             self.out.say(f"return  {ret.tool or '?'}  {ret.message_id or '-'}  {paired}")
         self.persist(turn, at)
         return turn
@@ -207,7 +207,7 @@ class ConversationSide:
         call = tool_call(message)
         if call is None:
             return
-        self.known_calls[call.call_id] = call.recipient
+        self.known_calls[call.call_id] = (call.call_id, call.recipient)
         arguments_text = self.out.redact.text(call.arguments_text)  # stored and printed so
         self.out.put(ToolCallRow(
             call_id=call.call_id, protocol="f-conversation", turn_id=turn.id,

@@ -12,7 +12,7 @@ from convtap.record.output import Output
 from convtap.redact.stream import StreamRedaction
 from convtap.store.rows import ToolCallRow, ToolReturnRow
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.responses import OUTPUTS, ResponsesStream, client_calls
+from convtap.wire.responses import OUTPUTS, ResponsesStream
 
 
 @dataclass
@@ -75,19 +75,20 @@ class ResponsesSide:
             decoder.response(value)
         truncated = flow.stream.end_leg()
         out = self.out
-        calls = client_calls(decoder.output_items)
+        response = flow.stream.summary()
+        calls = response.tool_calls()
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
                 continue
             out.put(ToolCallRow(
                 call_id=call_id, protocol="responses", turn_id=flow_id,
-                conversation_id=decoder.response_id, recipient=call["type"], kind="client",
+                conversation_id=response.response_id, recipient=call["type"], kind="client",
                 tool=call["name"] or call["type"], arguments=out.redact.dumps(call["arguments"]),
                 arguments_text=out.redact.text(call["arguments_text"]), complete=1,
                 called_at=at, item_id=call["item_id"],
             ))  # fmt: skip
             out.say(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
                      f"item {call['item_id']}")  # fmt: skip
-        out.report(out.auditor.responses.response(flow_id, decoder.response_id, calls, at))
+        out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
         return truncated

@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.redact.redactor import Redactor, StreamState, find_secrets, hints, keyed_secrets
+from convtap.redact.patterns import find_secrets, hints, keyed_secrets
+from convtap.redact.redactor import Redactor, StreamState
 from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.responses import delta_text

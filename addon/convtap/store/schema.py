@@ -186,7 +186,7 @@ INDEXES = [
 ]
 
 # Pair returns with calls: by the request's parent_message_id first, else by the call_id the
-# return's body names (docs/protocol.md, "The tool return contract", items 9 and 12).
+# return's body names: `convtap.wire.session.answered_call` in SQL (a test holds them equal).
 LINK = [
     """UPDATE tool_returns SET call_id = parent_message_id
        WHERE call_id IS NULL AND parent_message_id IN (SELECT call_id FROM tool_calls)""",

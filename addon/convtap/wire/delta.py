@@ -307,7 +307,8 @@ class DeltaDecoder:
                 if c not in self._roots and len(self._roots) >= MAX_CHANNELS:
                     raise InvalidDelta(f"more than {MAX_CHANNELS} channels in one turn")
                 self._pending = _apply(self._roots, c, _pointer(p), o, value)
-                self._pending_size = 0
+                # the string's length so far: the bound is on what it grows to
+                self._pending_size = len(self._pending[2][0]) if self._pending else 0
                 if self._pending is not None and self._into is not None:
                     self._into.pieces.append(value)  # text appended: a str (`_check_op`)
                     self._into.paths.append(p)

@@ -178,7 +178,31 @@ class ResponsesDecoder:
                 item["arguments"] = "".join(self._arguments[key])
         return items
 
+    def summary(self) -> ResponseSummary:
+        """What the response said so far, as one value (read when it ends)."""
+        return ResponseSummary(self.response_id, self.status, list(self.event_types),
+                               self.output_items, list(self.errors))  # fmt: skip
+
     def tool_calls(self) -> list[dict[str, Any]]:
+        return self.summary().tool_calls()
+
+    def result(self) -> dict[str, Any]:
+        return self.summary().result()
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseSummary:
+    """One response as decoded: its id and status, the event types it used, its output items
+    (a call's arguments put together), and the decode errors (up to the decoder's bound)."""
+
+    response_id: str | None
+    status: str | None
+    event_types: list[str]
+    output_items: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The calls the client must execute."""
         return client_calls(self.output_items)
 
     def result(self) -> dict[str, Any]:
@@ -211,6 +235,9 @@ class ResponsesStream:
 
     def end_leg(self) -> bool:
         return self._parser.close()
+
+    def summary(self) -> ResponseSummary:
+        return self.decoder.summary()
 
 
 def client_calls(items: list[Any]) -> list[dict[str, Any]]:

@@ -8,12 +8,14 @@ everything recorded so far, so that imported and live captures pair the same way
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from convtap.wire.jsonvalue import loads
 
+T = TypeVar("T")
 API = "/backend-api/"
 _CONVERSATION_GET = re.compile(r"^/backend-api/conversation/([0-9A-Za-z-]+)$")
 
@@ -156,6 +158,19 @@ def read_return(message: dict[str, Any]) -> ToolReturn:
         body=body,
         message=message,
     )
+
+
+def answered_call(
+    parent_message_id: str | None, body_call_id: str | None, calls: Mapping[str, T]
+) -> T | None:
+    """The call a return answers: the one its request's `parent_message_id` names, else the one
+    the `call_id` in its body names (docs/protocol.md, "The tool return contract", items 9 and
+    12). The one pairing rule: the live lines, the audit and the store (`store.schema.LINK`, the
+    same rule in SQL, checked against this function by a test) all pair this way."""
+    for key in (parent_message_id, body_call_id):
+        if key is not None and key in calls:
+            return calls[key]
+    return None
 
 
 def conversation_nodes(body: Any) -> tuple[str | None, list[dict[str, Any]]]:

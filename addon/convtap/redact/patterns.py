@@ -1,0 +1,286 @@
+"""What is secret on this wire (docs/protocol.md, "Secrets on this wire"), and the cheap look
+that tells which text may hold one.
+
+A secret is found two ways:
+
+- by where it sits: a JSON key (in any case, with `-` or `_`, after JSON unescaping: `Token`,
+  `Access_Token`, `x-api-key`, `authoriz\\u0061tion`), a delta whose path names such a key (and
+  the bare frames that go on appending to it), a header outside an allow-list, a URL's query
+  parameter;
+- by what it looks like, anywhere in stored text: API keys (OpenAI, Anthropic, AWS, GitHub,
+  GitLab, Slack, Stripe, SendGrid, PyPI, Square: the token-shaped detectors of detect-secrets,
+  plus current OpenAI and Anthropic key formats), JWTs, `Bearer` / `Basic` credentials,
+  credentials in URLs, and PEM private keys.
+
+Text is first looked at cheaply (`hints`): lowercased, JSON-unescaped, searched once for every
+hint of a key or a value (Aho-Corasick). Only text with a hint is parsed and walked.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import ahocorasick_rs
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+
+PLACEHOLDER_PREFIX = "<redacted:"
+PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
+
+# -- keys ------------------------------------------------------------------------------------------
+
+# A key is secret when, lowercased with `-` as `_`, it contains one of these (a token, not a
+# count of tokens), or is one of EXACT_KEYS; its value is secret when it is a string, an object
+# or an array (a number or a boolean never is).
+KEY_PARTS = (
+    "token", "secret", "passw", "authoriz", "cookie", "credential", "apikey", "api_key",
+    "private_key", "access_key", "session", "challenge",
+)  # fmt: skip
+_KEY = re.compile("|".join(part if part != "token" else "token(?!s)" for part in KEY_PARTS))
+EXACT_KEYS = frozenset({"verify", "auth", "pwd"})
+
+# Headers kept in clear (their values still scanned); every other header's value is replaced.
+HEADER_ALLOW_LIST = frozenset(
+    {
+        "accept", "accept-encoding", "accept-language", "cache-control", "connection",
+        "content-encoding", "content-length", "content-type", "date", "host", "origin",
+        "pragma", "referer", "server", "transfer-encoding", "user-agent", "vary", "x-request-id",
+        "openai-processing-ms", "openai-version", "sec-websocket-version",
+        "sec-websocket-extensions", "upgrade", "oai-language", "x-openai-target-path",
+        "x-openai-target-route", "cf-ray",
+    }
+)  # fmt: skip
+
+
+def is_secret_key(key: object) -> bool:
+    return isinstance(key, str) and _is_secret_name(key)
+
+
+@functools.lru_cache(maxsize=4096)  # a message's keys are the same few names again and again
+def _is_secret_name(key: str) -> bool:
+    name = key.strip().lower().replace("-", "_")
+    return name in EXACT_KEYS or _KEY.search(name) is not None
+
+
+def path_is_secret(path: str) -> bool:
+    """A JSON Pointer that names a secret key somewhere along it."""
+    return any(is_secret_key(segment) for segment in path.split("/") if segment)
+
+
+# -- values ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValuePattern:
+    name: str
+    hints: tuple[str, ...]  # lowercase text that any match contains
+    regex: re.Pattern[str]
+    group: int = 0  # the part of a match that is the secret
+
+
+def _denylist(detector: Any, *indexes: int) -> list[re.Pattern[str]]:
+    patterns = list(detector.denylist)
+    return [patterns[i] for i in indexes] if indexes else patterns
+
+
+VALUE_PATTERNS: tuple[ValuePattern, ...] = (
+    # detect-secrets' token-shaped detectors (a maintained list of formats)
+    *(ValuePattern("aws", ("akia", "asia", "abia", "acca", "a3t"), p)
+      for p in _denylist(AWSKeyDetector, 0)),
+    *(ValuePattern("github", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), p)
+      for p in _denylist(GitHubTokenDetector)),
+    *(ValuePattern("gitlab", ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941",
+                              "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"), p)
+      for p in _denylist(GitLabTokenDetector)),
+    *(ValuePattern("slack", ("xox", "hooks.slack.com"), p) for p in _denylist(SlackDetector)),
+    *(ValuePattern("stripe", ("k_live_",), p) for p in _denylist(StripeDetector)),
+    *(ValuePattern("sendgrid", ("sg.",), p) for p in _denylist(SendGridDetector)),
+    *(ValuePattern("pypi", ("pypi-",), p) for p in _denylist(PypiTokenDetector)),
+    *(ValuePattern("square", ("sq0csp-",), p) for p in _denylist(SquareOAuthDetector)),
+    *(ValuePattern("openai-legacy", ("t3blbkfj",), p) for p in _denylist(OpenAIDetector)),
+    # formats those do not cover
+    ValuePattern("openai-anthropic", ("sk-",),
+                 re.compile(r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    ValuePattern("github-fine-grained", ("github_pat_",),
+                 re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+    ValuePattern("jwt", ("eyj",),
+                 re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?")),
+    ValuePattern("bearer-basic", ("bearer", "basic"),
+                 re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
+    ValuePattern("url-credentials", ("://",),
+                 re.compile(r"://[^\s/@:\"'<>]+:([^\s/@\"'<>]+)@"), 1),
+    ValuePattern("private-key", ("-----begin",),
+                 re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                            r"|[A-Za-z0-9+/=\s\\]*)", re.S)),
+)  # fmt: skip
+
+# Text that names a key without being one: markers the server sends as values.
+_HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"last_token"',
+             '"resume_conversation_token"')  # fmt: skip
+
+
+_KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS)]
+_KEY_WORDS = list(dict.fromkeys(hint.replace("-", "_") for hint in _KEY_HINTS))  # as text is folded
+_VALUE_WORDS = [w for w in dict.fromkeys(
+    hint.replace("-", "_") for pattern in VALUE_PATTERNS for hint in pattern.hints
+) if w not in _KEY_WORDS]  # fmt: skip
+# What makes bytes unlike the text they encode, for this search: a JSON escape (`\\uXXXX`,
+# `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
+# in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
+_UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
+_HARMLESS_FOLDED = [h.replace("-", "_") for h in _HARMLESS]
+# One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
+# them all; a match's index says what it is. Once one kind of hint is found, an automaton
+# without it looks for the other: text full of "token" is not matched word by word.
+_WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
+_VALUES_FROM = len(_KEY_WORDS)
+_UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
+_HARMLESS_FROM = _UNLIKE_FROM + len(_UNLIKE)
+_KEY_IDS = frozenset(range(_VALUES_FROM))
+_VALUE_IDS = frozenset(range(_VALUES_FROM, _UNLIKE_FROM))
+_UNLIKE_IDS = frozenset(range(_UNLIKE_FROM, _HARMLESS_FROM))
+_HARMLESS_IDS = frozenset(range(_HARMLESS_FROM, len(_WORDS)))
+
+
+class _Finder:
+    """An automaton over some of `_WORDS`, which answers with their indexes in `_WORDS`."""
+
+    def __init__(self, ids: frozenset[int]) -> None:
+        self.ids = sorted(ids)
+        self.automaton = ahocorasick_rs.BytesAhoCorasick([_WORDS[i].encode() for i in self.ids])
+
+    def find(self, data: bytes) -> list[tuple[int, int, int]]:
+        """(index in `_WORDS`, start, end) of every match."""
+        ids = self.ids
+        return [(ids[i], a, b) for i, a, b in self.automaton.find_matches_as_indexes(
+            data, overlapping=True)]  # fmt: skip
+
+
+_FINDERS = {  # by (keys wanted, values wanted)
+    (True, True): _Finder(_KEY_IDS | _VALUE_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
+    (True, False): _Finder(_KEY_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
+    (False, True): _Finder(_VALUE_IDS | _UNLIKE_IDS),
+}
+_HARMLESS_BYTES = [h.encode() for h in _HARMLESS_FOLDED]
+_LONGEST = max(len(w.encode()) for w in _WORDS)
+_WINDOW = 1 << 16  # bytes searched at once
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
+
+
+def _unescaped(text: str) -> str:
+    """JSON's `\\uXXXX` and `\\/` decoded, so that an escape hides neither a key nor a value."""
+    if "\\u" not in text and "\\/" not in text:
+        return text
+    return _ESCAPE.sub(lambda m: m.group(2) or chr(int(m.group(1), 16)), text)
+
+
+def hints(text: str) -> tuple[bool, bool]:
+    """(a secret key may be named, a secret value may be there) in this text."""
+    return _found(text, want_keys=True)
+
+
+def value_hints(text: str) -> bool:
+    """A secret value may be there in this text."""
+    return _found(text, want_keys=False)[1]
+
+
+def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bool]:
+    """(keys, values): the hints in the text, folded as keys are (JSON-unescaped, lowercased,
+    `-` as `_`), none counted inside a harmless marker (blanked out). Searched a window at a
+    time (they overlap by a hint's length), so that text full of hints holds few matches at
+    once, and only until the answer is known."""
+    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    keys = values = False
+    for start in range(0, len(folded), _WINDOW):
+        wanted = (want_keys and not keys, not values)
+        if wanted == (False, False):
+            break
+        window = folded[start : start + _WINDOW + _LONGEST - 1]
+        matches = _FINDERS[wanted].find(window)
+        found = {index for index, _, _ in matches}
+        if not exact and not found.isdisjoint(_UNLIKE_IDS):
+            return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
+        if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
+            found = _outside_markers(window, matches, _FINDERS[wanted])
+        keys = keys or not found.isdisjoint(_KEY_IDS)
+        values = values or not found.isdisjoint(_VALUE_IDS)
+    return keys and want_keys, values
+
+
+def _outside_markers(
+    window: bytes, matches: list[tuple[int, int, int]], finder: _Finder
+) -> set[int]:
+    """The hints of `matches` that are not inside a harmless marker: a few are checked one by
+    one; many (text made of markers) by blanking the markers out and searching again."""
+    if len(matches) > 64:
+        for marker in _HARMLESS_BYTES:
+            window = window.replace(marker, b" ")
+        return {index for index, _, _ in finder.find(window)}
+    spans = [(a, b) for index, a, b in matches if index in _HARMLESS_IDS]
+    return {
+        index
+        for index, a, b in matches
+        if index not in _HARMLESS_IDS and not any(x <= a and b <= y for x, y in spans)
+    }
+
+
+# A JSON string, in JSON text that may be cut short (a call's arguments as they stream): it runs
+# to its closing quote, else to the line's or the text's end. Read one after the other, strings
+# are never begun inside another (at an escaped quote): one pass, whatever the text.
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"?')
+_COLON = re.compile(r"\s*:\s*")
+
+
+def is_placeholder(value: object) -> bool:
+    """A redaction placeholder: never a secret again (nothing is hashed twice)."""
+    return isinstance(value, str) and PLACEHOLDER.fullmatch(value) is not None
+
+
+def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Where the string values of secret keys sit in JSON text, whole or cut short, as JSON text
+    (escapes kept): (start, end, secret), in order. Look for `hints` first."""
+    found = []
+    key: re.Match[str] | None = None  # the string before, if a colon follows it
+    for string in _JSON_STRING.finditer(text):
+        value = string.group(1)
+        if (
+            key is not None and _COLON.fullmatch(text, key.end(), string.start())
+            and value and is_secret_key(_unescaped(key.group(1))) and not is_placeholder(value)
+        ):  # fmt: skip
+            found.append((*string.span(1), value))
+        key = string
+    return found
+
+
+def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
+    """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
+    `keyed`: the text may be JSON text, and the values of its secret keys count too."""
+    low = text.lower()
+    found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
+    for pattern in VALUE_PATTERNS:
+        if not any(hint in low for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            secret = match.group(pattern.group)
+            if secret and PLACEHOLDER.fullmatch(secret) is None:
+                found.append((*match.span(pattern.group), secret))
+    found.sort()
+    spans: list[tuple[int, int, str]] = []
+    for start, end, secret in found:  # one secret found by two patterns counts once
+        if spans and start < spans[-1][1]:
+            if end > spans[-1][1]:
+                spans[-1] = (spans[-1][0], end, text[spans[-1][0] : end])
+            continue
+        spans.append((start, end, secret))
+    return spans
