@@ -211,7 +211,7 @@ class ConvtapAddon:
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         try:
-            if self.kinds.get(flow.id) != "websocket":
+            if self.kinds.get(flow.id) != Endpoint.WEBSOCKET:
                 return
             assert flow.websocket is not None
             message = flow.websocket.messages[-1]

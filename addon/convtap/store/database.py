@@ -364,7 +364,7 @@ def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
 _NOT_A_ROW = re.compile(r"locked|busy|I/O error|readonly|read-only")  # the database, not a row
 _POSITION = "INSERT OR REPLACE INTO meta (key, value) VALUES ('journal', ?)"
 # Our own failure on a flow: its row is made if it is not there yet, and failures add up.
-_FAILURE = """INSERT INTO flows (id, failure) VALUES (?1, ?2) ON CONFLICT (id) DO UPDATE SET
+_FAILURE = """INSERT INTO flows (id, failure) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET
 failure = coalesce(failure || '; ', '') || excluded.failure"""
 FAILURE_KEPT = 2000  # characters of a failure's message stored with its flow
 
