@@ -519,7 +519,7 @@ def rules_(rule_id: str | None, fmt: str) -> None:
     rule = table[rule_id]
     click.echo(f"{rule.id} ({rule.severity}): {rule.summary}\n")
     click.echo(rule.explanation.strip() + "\n")
-    click.echo(f"Seed: {rule.seed}\n")
+    click.echo(f"Source: {rule.seed}\n")
     click.echo(f"Bad:  {json.dumps(json.loads(rule.bad), ensure_ascii=False)}")
     click.echo(f"Good: {json.dumps(json.loads(rule.good), ensure_ascii=False)}")
 

@@ -19,8 +19,8 @@ PROTOCOL_RULES = [
     "return-end-turn", "return-weight", "return-hidden", "return-conversation", "return-id-fresh",
     "call-unanswered", "return-duplicate", "return-orphan", "call-undeclared", "call-arguments",
     "challenge-reused", "handoff-missing", "execution-target", "prepare-missing",
-    "responses-output-call-id", "responses-output-type", "responses-tool-search",
-    "responses-tools-valid", "responses-call-unanswered",
+    "responses-output-call-id", "responses-output-names-tool", "responses-output-type",
+    "responses-tool-search", "responses-tools-valid", "responses-call-unanswered",
 ]  # fmt: skip
 
 
@@ -41,7 +41,7 @@ def test_the_registry_holds_exactly_the_contract_rules() -> None:
     warnings = {r.id for r in rules.values() if r.severity == "warning"}
     assert warnings == {
         "return-hidden", "call-unanswered", "handoff-missing", "execution-target",
-        "prepare-missing", "responses-call-unanswered",
+        "prepare-missing", "responses-call-unanswered", "responses-output-names-tool",
     }  # fmt: skip
 
 
@@ -99,3 +99,21 @@ def test_a_rule_marks_a_field_of_the_answer_it_checks() -> None:
         assert issubclass(facts[rule_id], ReturnFacts | OutputFacts | ToolsFacts), rule_id
     for field in ("recipient", "channel", "status", "weight", "end-turn", "language"):
         assert marked[f"return-{field}"][-1] == field.replace("-", "_")
+
+
+def test_no_error_on_what_the_real_api_accepts() -> None:
+    """A function tool without `strict` (the API defaults it), and the Codex CLI's output that
+    names a tool instead of a call: no error; the second has its own warning, and only that."""
+    from convtap.contract.auditor import Auditor
+
+    auditor = Auditor()
+    tool = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    goal = {"type": "function_call_output", "id": "fco_1", "name": "goal_objective",
+            "namespace": "agent", "output": "done"}  # fmt: skip
+    body = {"model": "gpt-5.1", "tools": [tool], "input": [goal]}
+    found = auditor.responses.request("f1", body, 1.0)
+    assert [(f.rule, f.severity) for f in found] == [("responses-output-names-tool", "warning")]
+    assert "agent.goal_objective" in found[0].message
+    wrong = {"type": "function_call_output", "call_id": "call_nowhere", "output": "x"}
+    found = auditor.responses.request("f2", {**body, "input": [wrong]}, 2.0)
+    assert [f.rule for f in found] == ["responses-output-call-id"]  # that rule keeps its meaning

@@ -152,3 +152,20 @@ def test_the_declared_checks_are_the_checks_the_diff_makes() -> None:
     used = {word for word in ids if word.endswith(ends) or word.startswith("unknown-")}
     assert used == set(CHECKS)
     assert all(level in LEVELS and why for level, why in CHECKS.values())
+
+
+def test_drift_knows_every_standard_responses_event_type(tmp_path: Path) -> None:
+    """A Responses capture diffed against the models: its standard event types are known
+    (they were each `unknown-event-type` before); a made-up one still is not."""
+    from convtap.ingest.capture import import_into
+
+    db = tmp_path / "responses.db"
+    import_into(db, [ROOT / "captures" / "examples" / "responses" / "function_call.sse"])
+    shapes = capture_shapes(db)
+    events = [kind for kind in shapes if kind.startswith("event:response.")]
+    assert len(events) >= 5, sorted(shapes)
+    assert not [c for c in drift(shapes) if c.check == "unknown-event-type"]
+    add(shapes, "event:response.brand_new", {"type": "response.brand_new"}, 1.0)
+    assert [c.kind for c in drift(shapes) if c.check == "unknown-event-type"] == [
+        "event:response.brand_new"
+    ]

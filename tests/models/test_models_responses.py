@@ -330,8 +330,15 @@ def test_nullable_fields_accept_null() -> None:
     tool_round_trip({**valid("apply_patch"), "allowed_callers": None})
     tool_round_trip({**valid("function"), "parameters": None, "strict": None})
     with pytest.raises(ValidationError):
-        # "parameters" and "strict" are required, though nullable.
+        # "parameters" is required, though nullable.
         TOOL_ADAPTER.validate_python({"type": "function", "name": "f"})
+
+
+def test_a_function_tool_may_omit_strict() -> None:
+    """The types mark `strict` required; the API accepts a function tool without it (it
+    defaults it), so the model does too, and the dump leaves it out as it came."""
+    wire = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    assert tool_round_trip(wire).to_wire() == wire
 
 
 # ── shapes inside the tools ──────────────────────────────────────────────────

@@ -40,10 +40,16 @@ class OpenClientCall:
     where: Where
 
 
+def names_a_tool(item: dict[str, Any]) -> bool:
+    """An output with no call_id that names a tool instead (Codex CLI 0.171's
+    `function_call_output` of `agent.goal_objective`): it answers no call, by design."""
+    return "call_id" not in item and isinstance(item.get("name"), str)
+
+
 @check("responses-output-call-id", OutputFacts)
 def output_call_id(o: OutputFacts) -> Violation | None:
-    if o.call is not None:
-        return None
+    if o.call is not None or names_a_tool(o.item):
+        return None  # `responses-output-names-tool` says what the second is
     if o.by_item is not None:
         return Violation(
             f"call_id is the item id of {o.by_item.get('name')}'s call; the call's call_id "
@@ -55,6 +61,19 @@ def output_call_id(o: OutputFacts) -> Violation | None:
         "call_id names no call of the response it answers",
         sorted(o.candidates),
         o.item.get("call_id") or MISSING,
+    )
+
+
+@check("responses-output-names-tool", OutputFacts)
+def output_names_tool(o: OutputFacts) -> Violation | None:
+    if not names_a_tool(o.item):
+        return None
+    namespace = as_str(o.item.get("namespace"))
+    name = f"{namespace}.{o.item['name']}" if namespace else o.item["name"]
+    return Violation(
+        f"{o.item.get('type')} answers no call: it has no call_id and names the tool {name}",
+        "a call_id naming a client call of the response it answers",
+        {key: o.item[key] for key in ("name", "namespace") if key in o.item},
     )
 
 

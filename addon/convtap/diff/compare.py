@@ -20,6 +20,7 @@ from convtap.models.export import export_schemas
 from convtap.store.database import iter_shape_rows, open_readonly
 from convtap.wire.delta import OPS
 from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.responses import EVENT_TYPES as RESPONSES_EVENT_TYPES
 from convtap.wire.sse import SSEParser
 
 LEVELS = ("breaking", "non-breaking", "info")
@@ -276,7 +277,8 @@ def drift(shapes: Shapes) -> list[Change]:
             continue
         if kind.startswith("event:"):
             event = kind.split(":", 1)[1]
-            if event != "(untyped)" and event not in KNOWN_EVENT_TYPES:
+            known = event in KNOWN_EVENT_TYPES or event in RESPONSES_EVENT_TYPES
+            if event != "(untyped)" and not known:
                 changes.append(
                     change("unknown-event-type", kind, "", f"event type {event!r}", shape.example)
                 )

@@ -112,7 +112,9 @@ class FunctionTool(_AliasedWire):
 
     name: str
     parameters: dict[str, Any] | None = Field(description="JSON schema of the parameters.")
-    strict: bool | None
+    # The types mark it required; the API accepts it omitted and defaults it (docs/protocol.md,
+    # "Responses API"): a request without it is no error.
+    strict: bool | None = None
     type: Literal["function"]
     allowed_callers: list[ToolCaller] | None = None
     async_: Omittable[bool] = Field(default=None, alias="async")

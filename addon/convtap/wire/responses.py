@@ -22,6 +22,55 @@ from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
 PROTOCOL = "responses"
 CLIENT_CALLS = ("function_call", "custom_tool_call", "tool_search_call")
+
+# Every event type the Responses API streams (the official SDK's `ResponseStreamEvent` union,
+# held equal to it by a test, and WebSocket mode's steering answers). The decoder reads the few
+# it needs; every other one is kept as it came, never a decode error.
+EVENT_TYPES = frozenset(
+    {
+        "error",
+        *(f"response.{name}" for name in (
+            "created", "in_progress", "queued", "completed", "failed", "incomplete",
+            "output_item.added", "output_item.done", "content_part.added", "content_part.done",
+            "output_text.delta", "output_text.done", "output_text.annotation.added",
+            "refusal.delta", "refusal.done", "function_call_arguments.delta",
+            "function_call_arguments.done", "custom_tool_call_input.delta",
+            "custom_tool_call_input.done", "reasoning_text.delta", "reasoning_text.done",
+            "reasoning_summary_part.added", "reasoning_summary_part.done",
+            "reasoning_summary_text.delta", "reasoning_summary_text.done", "audio.delta",
+            "audio.done", "audio.transcript.delta", "audio.transcript.done",
+            "code_interpreter_call.in_progress", "code_interpreter_call.interpreting",
+            "code_interpreter_call.completed", "code_interpreter_call_code.delta",
+            "code_interpreter_call_code.done", "file_search_call.in_progress",
+            "file_search_call.searching", "file_search_call.completed",
+            "web_search_call.in_progress", "web_search_call.searching",
+            "web_search_call.completed", "image_generation_call.in_progress",
+            "image_generation_call.generating", "image_generation_call.partial_image",
+            "image_generation_call.completed", "mcp_call.in_progress", "mcp_call.completed",
+            "mcp_call.failed", "mcp_call_arguments.delta", "mcp_call_arguments.done",
+            "mcp_list_tools.in_progress", "mcp_list_tools.completed", "mcp_list_tools.failed",
+            "shell_call_command.added", "shell_call_command.delta", "shell_call_command.done",
+            "shell_call_output_content.delta", "shell_call_output_content.done",
+            "compaction.compacting",
+            # WebSocket mode: the answers to a client's `response.steer`
+            "steer.accepted", "steer.pending", "steer.failed",
+        )),
+    }
+)  # fmt: skip
+# Every item type of a request's `input` and a response's `output` (the SDK's
+# `ResponseInputItem` and `ResponseOutputItem` unions, held equal by the same test).
+ITEM_TYPES = frozenset(
+    {
+        "message", "item_reference", "reasoning", "compaction", "compaction_trigger",
+        "configuration_update", "additional_tools", "program", "program_output",
+        "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+        "tool_search_call", "tool_search_output", "file_search_call", "web_search_call",
+        "image_generation_call", "code_interpreter_call", "computer_call",
+        "computer_call_output", "local_shell_call", "local_shell_call_output", "shell_call",
+        "shell_call_output", "apply_patch_call", "apply_patch_call_output", "mcp_call",
+        "mcp_list_tools", "mcp_approval_request", "mcp_approval_response",
+    }
+)  # fmt: skip
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
 MAX_KEPT = 1000  # errors and event types kept
 MAX_ITEMS = 10_000  # output items and argument streams a response may hold

@@ -127,9 +127,11 @@ def answer(
     output: Any = '{"temp_c": 21}',
     search: dict[str, Any] | None = None,
     include_search: bool = True,
+    extra: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
     items: list[dict[str, Any]] = [
-        {"type": "function_call_output", "call_id": fc_call_id, "output": output}
+        {"type": "function_call_output", "call_id": fc_call_id, "output": output},
+        *extra,
     ]
     if include_search:
         items.append(

@@ -334,9 +334,17 @@ def responses_fixtures() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         "tools": [],
     }
     bad_tool = {"type": "file_search", "vector_store_ids": ["vs_1"], "max_num_results": 80}
+    goal = {  # what the Codex CLI 0.171 sends: no call_id, a tool named instead
+        "type": "function_call_output",
+        "id": "fco_1",
+        "name": "goal_objective",
+        "namespace": "agent",
+        "output": "done",
+    }
     return {
         "responses-output-call-id": (r.session(r.request(), r.answer(fc_call_id=r.FC_ITEM)), good),
         "responses-output-type": (r.session(r.request(), r.answer(output={"temp_c": 21})), good),
+        "responses-output-names-tool": (r.session(r.request(), r.answer(extra=(goal,))), good),
         "responses-tool-search": (r.session(r.request(), r.answer(search=bad_search)), good),
         "responses-tools-valid": (r.session(r.request([bad_tool]), r.answer()), good),
         "responses-call-unanswered": (r.session(r.request(), None), good),
