@@ -411,7 +411,9 @@ def render_ledger(rows: list[dict[str, Any]]) -> str:
         called = (
             time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
         )
-        tool = r["tool"] if r["protocol"] == "responses" else r["recipient"]
+        tool = r["recipient"]
+        if r["protocol"] == "responses":  # a function of a namespace tool: namespace.name
+            tool = ".".join(filter(None, (r.get("namespace"), r["tool"])))
         table.append((
             tool, r["call_id"], r["conversation_id"] or "-", called,
             r["return_id"] or "-", _yes(r["answered"]), _yes(r["accepted"]),

@@ -117,3 +117,14 @@ def test_no_error_on_what_the_real_api_accepts() -> None:
     wrong = {"type": "function_call_output", "call_id": "call_nowhere", "output": "x"}
     found = auditor.responses.request("f2", {**body, "input": [wrong]}, 2.0)
     assert [f.rule for f in found] == ["responses-output-call-id"]  # that rule keeps its meaning
+
+
+def test_tools_declared_in_an_additional_tools_item_are_checked() -> None:
+    from convtap.contract.auditor import Auditor
+
+    bad = {"type": "file_search", "vector_store_ids": ["vs_1"], "max_num_results": 80}
+    good = {"type": "function", "name": "f", "parameters": None}
+    items = [{"type": "additional_tools", "tools": [good, bad]}]
+    found = Auditor().responses.request("f1", {"model": "gpt-5.1", "input": items}, 1.0)
+    assert [f.rule for f in found] == ["responses-tools-valid"]
+    assert "tool 1 (file_search) of an additional_tools item's tools" in found[0].message

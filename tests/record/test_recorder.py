@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from convtap.journal.events import (
@@ -149,3 +150,37 @@ def test_the_call_line_printed_is_redacted_as_stored() -> None:
     (said,) = [line for line in lines if line.startswith("call ")]
     stored = sink.table("tool_calls")[-1]["arguments_text"]  # the complete call's row
     assert secret not in said and said.endswith(f"call-1  {stored}") and "<redacted:" in stored
+
+
+def test_a_namespaced_call_is_recorded_with_its_namespace_though_completed_says_no_output() -> None:
+    """A function of a namespace tool (`function_call` with `namespace`), streamed as the Codex
+    backend does: the items only in `output_item.done`, `response.completed` with `output: []`.
+    The call is recorded, with its namespace, and its line names it."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup",
+            "namespace": "crm", "arguments": "", "status": "in_progress"}  # fmt: skip
+    done = {**item, "arguments": '{"id": 7}', "status": "completed"}
+    events = [
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 0,
+         "delta": '{"id": 7}', "obfuscation": "x1"},
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+        {"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+                                                   "output": []}},
+    ]  # fmt: skip
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    sink, lines = Rows(), []
+    recorder = Recorder(sink, Redactor(b"k"), lines.append)
+    path = "/v1/responses"
+    request = json.dumps({"model": "gpt-5.1", "input": "look it up"}).encode()
+    recorder.handle(RequestSeen("r1", "POST", "https://x" + path, "x", path, (), request, 1.0))
+    recorder.handle(ResponseStarted("r1", 200, STREAM))
+    recorder.handle(BodyChunk("r1", body, 2.0))
+    recorder.handle(ResponseEnded("r1", 200, STREAM, None, "complete", 3.0))
+    recorder.close()
+    (call,) = sink.table("tool_calls")
+    assert (call["call_id"], call["tool"], call["namespace"]) == ("call_1", "lookup", "crm")
+    assert json.loads(call["arguments"]) == {"id": 7}
+    assert any(
+        line.startswith("call    function_call  crm.lookup  call_id call_1") for line in lines
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from convtap.store.database import Writer, connect
 from convtap.store.rows import MessageRow
+from convtap.store.schema import SCHEMA_VERSION
 
 from tests.runner import convtap
 from tests.seeds import call_and_return_har
@@ -91,7 +92,11 @@ def test_a_schema_1_capture_is_migrated_with_its_index(tmp_path: Path) -> None:
             r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         }
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert "messages_ai" not in triggers and "messages_fts_ai" in triggers and version == ("2",)
+    assert (
+        "messages_ai" not in triggers
+        and "messages_fts_ai" in triggers
+        and version == (str(SCHEMA_VERSION),)
+    )
     writer = Writer(db)
     writer.put(message("m2", "added after"))
     writer.close()

@@ -186,6 +186,9 @@ class ResponsesAuditor:
                 if i.get("type") in CLIENT_CALLS and i.get("call_id")
             }
         for item in items:
+            if item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
+                what = "an additional_tools item's tools"  # tools declared in the input
+                found += run_checks(ToolsFacts(item["tools"], what, where))
             if item.get("type") not in OUTPUTS:
                 continue
             self.outputs += 1

@@ -86,9 +86,10 @@ class ResponsesSide:
                 conversation_id=response.response_id, recipient=call["type"], kind="client",
                 tool=call["name"] or call["type"], arguments=out.redact.dumps(call["arguments"]),
                 arguments_text=out.redact.text(call["arguments_text"]), complete=1,
-                called_at=at, item_id=call["item_id"],
+                called_at=at, item_id=call["item_id"], namespace=call["namespace"],
             ))  # fmt: skip
-            out.say(f"call    {call['type']}  {call['name'] or '-'}  call_id {call['call_id']}  "
-                     f"item {call['item_id']}")  # fmt: skip
+            name = ".".join(filter(None, (call["namespace"], call["name"]))) or "-"
+            out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
+                    f"item {call['item_id']}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
         return truncated

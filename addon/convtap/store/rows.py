@@ -156,6 +156,7 @@ class ToolCallRow(Row):
     complete: int
     called_at: float
     item_id: str | None = UNSET  # Responses API: the call item's own id (fc_...)
+    namespace: str | None = UNSET  # Responses API: the namespace tool of the called function
 
     FLOW = "turn_id"
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # -- tables --------------------------------------------------------------------------------------
 
@@ -96,6 +96,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
             "complete": int,
             "called_at": float,
             "item_id": str,  # Responses API: the call item's own id (fc_...)
+            "namespace": str,  # Responses API: the namespace tool the called function is in
         },
         "call_id",
     ),
@@ -154,8 +155,8 @@ KEEP_ON_UPDATE = {
 
 CALL_LEDGER = """
 CREATE VIEW IF NOT EXISTS call_ledger AS
-SELECT c.call_id, c.protocol, c.tool, c.kind, c.recipient, c.conversation_id, c.turn_id,
-       c.called_at, c.complete, coalesce(r.message_id, r.id) AS return_id, r.returned_at,
+SELECT c.call_id, c.protocol, c.tool, c.namespace, c.kind, c.recipient, c.conversation_id,
+       c.turn_id, c.called_at, c.complete, coalesce(r.message_id, r.id) AS return_id, r.returned_at,
        r.id IS NOT NULL AS answered,
        r.id IS NOT NULL AND (t.stream_complete = 1 OR EXISTS (
            SELECT 1 FROM conversation_nodes n
@@ -260,4 +261,18 @@ def _migrate_to_2(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2]
+def _migrate_to_3(db: sqlite_utils.Database) -> None:
+    """A call's namespace (Responses API namespace tools), in its row and in the ledger."""
+    if not db["tool_calls"].exists():
+        return  # not made by migration 1 (a test's bare database): nothing to add to
+    if "namespace" not in db["tool_calls"].columns_dict:
+        db.execute("ALTER TABLE tool_calls ADD COLUMN namespace TEXT")
+    db.execute("DROP VIEW IF EXISTS call_ledger")
+    db.execute(CALL_LEDGER)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _migrate_to_1,
+    _migrate_to_2,
+    _migrate_to_3,
+]

@@ -308,6 +308,7 @@ def client_calls(items: list[Any]) -> list[dict[str, Any]]:
                 "item_id": item.get("id"),
                 "call_id": item.get("call_id"),
                 "name": item.get("name"),
+                "namespace": item.get("namespace"),  # a function of a namespace tool
                 "execution": item.get("execution", "client"),
                 "arguments": loads_or_none(raw) if isinstance(raw, str) else raw,
                 "arguments_text": text,
