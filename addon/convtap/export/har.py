@@ -38,7 +38,7 @@ from convtap.store.database import StoreError, iter_events, iter_flows, open_rea
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.session import STREAMED, Endpoint
+from convtap.wire.session import SOCKETS, STREAMED, Endpoint
 
 OPEN_TURNS = 1024  # turns whose stream may still go on in a resume leg
 SHAPE_COMMENT = (
@@ -139,7 +139,7 @@ def _write_entry(
         "time": _duration(flow),
         "request": _request(flow, request_headers, shaping is not None),
         "response": {
-            "status": flow["status"] or (101 if flow["kind"] == Endpoint.WEBSOCKET else 0),
+            "status": flow["status"] or (101 if flow["kind"] in SOCKETS else 0),
             "statusText": _status_text(flow["status"]),
             "httpVersion": "HTTP/1.1",
             "cookies": [],
@@ -153,7 +153,7 @@ def _write_entry(
         "timings": _timings(_duration(flow)),
     }
     content_type = _header(response_headers, "content-type")
-    if flow["kind"] == Endpoint.WEBSOCKET:
+    if flow["kind"] in SOCKETS:
         entry["response"]["content"] = {"size": 0, "mimeType": content_type or "x-unknown"}
         entry["_resourceType"] = "websocket"
         entry["_webSocketMessages"] = marker

@@ -36,7 +36,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
-from convtap.wire.session import STREAMED, Endpoint
+from convtap.wire.session import SOCKETS, STREAMED
 
 
 def reprocess_db(path: Path) -> int:
@@ -107,7 +107,7 @@ def stored_flow_events(
         body=body.encode() if body and not body.startswith("<") else None,
         at=flow["started_at"] or 0.0, source=flow["source"] or "reprocess",
     )  # fmt: skip
-    if flow["kind"] == Endpoint.WEBSOCKET:
+    if flow["kind"] in SOCKETS:
         for event in events:
             from_client = event["event"] == "ws:client"
             yield WebSocketMessage(flow_id, from_client, event["data"], event["at"])

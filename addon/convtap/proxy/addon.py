@@ -35,7 +35,7 @@ from convtap.proxy.tap import Tap
 from convtap.record.flows import headers_of, request_seen, response_events
 from convtap.record.local import LocalRecorder
 from convtap.store.database import DEFAULT_DB, StoreError, check_database
-from convtap.wire.session import STREAMED, Endpoint, endpoint_kind
+from convtap.wire.session import SOCKETS, STREAMED, endpoint_kind
 
 log = logging.getLogger("convtap")
 KEEP_BODY = 16 << 20  # bytes of a streamed body kept on its flow for mitmproxy's views
@@ -182,7 +182,8 @@ class ConvtapAddon:
 
     def response(self, flow: http.HTTPFlow) -> None:
         try:
-            if self.kinds.get(flow.id) == Endpoint.WEBSOCKET:
+            upgraded = flow.response is not None and flow.response.status_code == 101
+            if self.kinds.get(flow.id) in SOCKETS and upgraded:
                 return  # the 101 answer: the socket's messages follow
             self._end(flow)
         except Exception as exc:
@@ -211,7 +212,7 @@ class ConvtapAddon:
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         try:
-            if self.kinds.get(flow.id) != Endpoint.WEBSOCKET:
+            if self.kinds.get(flow.id) not in SOCKETS:
                 return
             assert flow.websocket is not None
             message = flow.websocket.messages[-1]
@@ -224,7 +225,7 @@ class ConvtapAddon:
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         try:
-            if self.kinds.pop(flow.id, None) == Endpoint.WEBSOCKET:
+            if self.kinds.pop(flow.id, None) in SOCKETS:
                 self.send(WebSocketEnded(flow.id, time.time()))
         except Exception as exc:
             self.failure(flow.id, exc)

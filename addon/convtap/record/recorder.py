@@ -30,7 +30,14 @@ from convtap.redact.redactor import Redactor
 from convtap.redact.stream import FrameRedaction
 from convtap.store.rows import FlowRow
 from convtap.wire.jsonvalue import dumps
-from convtap.wire.session import STREAMED, Endpoint, endpoint_kind, parse_json, read_turn_request
+from convtap.wire.session import (
+    SOCKETS,
+    STREAMED,
+    Endpoint,
+    endpoint_kind,
+    parse_json,
+    read_turn_request,
+)
 
 
 @dataclass
@@ -137,6 +144,8 @@ class Recorder:
             out.auditor.prepare(conversation_id, ev.at)
         elif kind == Endpoint.RESPONSES:
             self.responses.request(ev.flow_id, body, ev.at)
+        elif kind == Endpoint.RESPONSES_SOCKET:
+            self.responses.socket_open(ev.flow_id, ev.url, ev.host, ev.path, ev.source)
         elif kind == Endpoint.RESUME:
             state.turn = self.conversation.resume_turn(ev.flow_id, conversation_id, ev.at)
         out.put(FlowRow(
@@ -189,19 +198,22 @@ class Recorder:
             response_body=None if streamed else self._body_text(state.kind, body, parsed),
             ended_at=ev.at, outcome=outcome,
         ))  # fmt: skip
-        if state.kind != "websocket":
+        if state.kind not in SOCKETS or ev.status != 101:  # a socket's frames follow its 101
             del self.flows[ev.flow_id]
             out.forget(ev.flow_id)
 
     # -- WebSocket -------------------------------------------------------------------------------
 
     def _ws_message(self, ev: WebSocketMessage) -> None:
-        if ev.flow_id not in self.flows:
+        state = self.flows.get(ev.flow_id)
+        if state is None:
+            return
+        if state.kind == Endpoint.RESPONSES_SOCKET:
+            self.responses.socket_frame(ev.flow_id, ev.from_client, ev.text, ev.at)
             return
         if ev.from_client:
             self.out.raw(ev.flow_id, ev.at, "ws:client", 1, self.out.redact.text(ev.text))
             return
-        state = self.flows[ev.flow_id]
         if state.frames is None:
             state.frames = FrameRedaction(self.out.redact)
 
@@ -213,6 +225,8 @@ class Recorder:
 
     def _ws_end(self, ev: WebSocketEnded) -> None:
         if (state := self.flows.pop(ev.flow_id, None)) is not None:
+            if state.kind == Endpoint.RESPONSES_SOCKET:
+                self.responses.socket_end(ev.flow_id, ev.at or time.time())
             if state.frames is not None:
                 state.frames.flush()
             self.out.forget(ev.flow_id)

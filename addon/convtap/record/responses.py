@@ -1,18 +1,37 @@
-"""Recording the Responses API (`POST …/responses`): the calls a response asks the client to
-run, and the outputs the next request's `input` carries back, in the same `tool_calls` and
-`tool_returns` tables as f/conversation, with `protocol = "responses"`."""
+"""Recording the Responses API (`POST …/responses`, and its WebSocket mode on `GET …/responses`):
+the calls a response asks the client to run, and the outputs the next request's `input` carries
+back, in the same `tool_calls` and `tool_returns` tables as f/conversation, with `protocol =
+"responses"`.
+
+Over a WebSocket (docs/protocol.md, "Responses API"), each `response.create` frame is a request
+and the server's events that follow are its response, one after another on each `stream_id`
+lane (lanes run side by side; on one lane, responses answer creates in order). Each such turn is
+recorded as a flow of its own (kind `responses`, `source` "socket", named `SOCKET#n`), so that
+pairing, acceptance and every rule work as for HTTP, across a chain that mixes both; the frames
+themselves stay raw on the socket's flow.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.output import Output
 from convtap.redact.stream import StreamRedaction
-from convtap.store.rows import ToolCallRow, ToolReturnRow
+from convtap.store.database import SOCKET_TURN
+from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.responses import OUTPUTS, ResponsesStream
+from convtap.wire.responses import OUTPUTS, ResponsesDecoder, ResponsesStream, ResponseSummary
+from convtap.wire.session import Endpoint
+from convtap.wire.sse import SSEEvent
+
+MAX_WAITING = 1000  # creates on one lane waiting for their response (the oldest forgotten)
+MAX_SOCKETS = 1024  # sockets open at once
+ENDS = {"response.completed": "complete", "response.failed": "failed",
+        "response.incomplete": "incomplete"}  # fmt: skip
 
 
 @dataclass
@@ -21,10 +40,28 @@ class ResponsesFlow:
     stream: ResponsesStream = field(default_factory=ResponsesStream)
 
 
+@dataclass
+class Socket:
+    """A Responses API WebSocket: its turns so far, and what each lane waits for."""
+
+    flow_id: str
+    url: str
+    host: str
+    path: str
+    turns: int = 0
+    waiting: dict[str | None, deque[str]] = field(default_factory=dict)  # lane -> creates
+    streaming: dict[str | None, tuple[str, ResponsesDecoder]] = field(default_factory=dict)
+
+    def turn(self) -> str:
+        self.turns += 1
+        return f"{self.flow_id}#{self.turns}"
+
+
 class ResponsesSide:
     def __init__(self, out: Output) -> None:
         self.out = out
         self.flows: dict[str, ResponsesFlow] = {}
+        self.sockets: Bounded[str, Socket] = Bounded(MAX_SOCKETS)
 
     def request(self, flow_id: str, body: Any, at: float) -> None:
         out = self.out
@@ -74,8 +111,12 @@ class ResponsesSide:
         if isinstance(value, dict):
             decoder.response(value)
         truncated = flow.stream.end_leg()
+        self._calls(flow_id, flow.stream.summary(), at)
+        return truncated
+
+    def _calls(self, flow_id: str, response: ResponseSummary, at: float) -> None:
+        """A response is over: its client calls are recorded, printed and audited."""
         out = self.out
-        response = flow.stream.summary()
         calls = response.tool_calls()
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
@@ -92,4 +133,80 @@ class ResponsesSide:
             out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
                     f"item {call['item_id']}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
-        return truncated
+
+    # -- WebSocket mode ----------------------------------------------------------------------
+
+    def socket_open(self, flow_id: str, url: str, host: str, path: str, source: str) -> None:
+        self.sockets[flow_id] = Socket(flow_id, url, host, path)
+
+    def socket_frame(self, flow_id: str, from_client: bool, text: str, at: float) -> None:
+        """One frame: kept raw (redacted) on the socket's flow, then read."""
+        out = self.out
+        out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1, out.redact.text(text))
+        socket = self.sockets.get(flow_id)
+        event = loads_or_none(text)
+        if socket is None or not isinstance(event, dict):
+            return
+        lane = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
+        kind = event.get("type")
+        if from_client:
+            if kind == "response.create":  # a request: the fields of a POST body
+                turn = socket.turn()
+                socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
+                self._turn(socket, turn, at, event)
+                self.request(turn, event, at)
+            return
+        if kind == "response.created":
+            if lane in socket.streaming:  # never ended: over, with what it said
+                self._socket_turn_over(socket, lane, None, "interrupted: a new response", at)
+            if socket.waiting.get(lane):
+                turn = socket.waiting[lane].popleft()
+            else:  # a response no create asked for: the successor of a steered one
+                turn = socket.turn()
+                self._turn(socket, turn, at, None)
+            socket.streaming[lane] = (turn, ResponsesDecoder())
+        streaming = socket.streaming.get(lane)
+        if streaming is not None:
+            streaming[1].feed_all([SSEEvent(str(kind), text)])
+        if kind in ENDS and streaming is not None:
+            self._socket_turn_over(socket, lane, 200, ENDS[str(kind)], at)
+        elif kind == "error":
+            status = event.get("status") if isinstance(event.get("status"), int) else None
+            if streaming is not None:
+                self._socket_turn_over(socket, lane, status, "error", at, event)
+            elif socket.waiting.get(lane):  # the create was refused
+                turn = socket.waiting[lane].popleft()
+                out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
+                                ended_at=at, outcome="error"))  # fmt: skip
+
+    def socket_end(self, flow_id: str, at: float) -> None:
+        """The socket closed: a response still streaming is cut (its calls so far are
+        recorded), a create still waiting was never answered."""
+        socket = self.sockets.pop(flow_id, None)
+        if socket is None:
+            return
+        for lane in list(socket.streaming):
+            self._socket_turn_over(socket, lane, None, "interrupted: the socket closed", at)
+        for waiting in socket.waiting.values():
+            for turn in waiting:
+                self.out.put(FlowRow(turn, ended_at=at, outcome="unanswered: the socket closed"))
+
+    def _turn(self, socket: Socket, turn: str, at: float, create: dict[str, Any] | None) -> None:
+        """A socket's turn as a flow of its own (see the module's docstring)."""
+        self.out.put(FlowRow(
+            turn, kind=Endpoint.RESPONSES, method="WS", url=self.out.redact.url(socket.url),
+            host=socket.host, path=self.out.redact.url(socket.path.split("?", 1)[0]),
+            request_body=None if create is None else self.out.redact.dumps(create),
+            turn_id=socket.flow_id, started_at=at,
+            source=SOCKET_TURN,
+        ))  # fmt: skip
+
+    def _socket_turn_over(
+        self, socket: Socket, lane: str | None, status: int | None, outcome: str, at: float,
+        error: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        turn, decoder = socket.streaming.pop(lane)
+        body = self.out.redact.dumps(error) if error is not None else None
+        self.out.put(FlowRow(turn, status=status, response_body=body, ended_at=at,
+                             outcome=outcome))  # fmt: skip
+        self._calls(turn, decoder.summary(), at)

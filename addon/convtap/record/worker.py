@@ -47,7 +47,7 @@ from convtap.record.recorder import Recorder
 from convtap.redact.redactor import ClearText, Redactor
 from convtap.store.database import StoreFull, Writer, audit_timeline, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
-from convtap.wire.session import Endpoint, endpoint_kind
+from convtap.wire.session import SOCKETS, endpoint_kind
 
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
 NICE = 10  # the recorder process's priority below the proxy's (bench/proxy_bench.py)
@@ -116,7 +116,7 @@ class JournalConsumer:
             self._interrupt()
         else:
             if isinstance(event, RequestSeen):
-                if endpoint_kind(event.method, event.path) == Endpoint.WEBSOCKET:
+                if endpoint_kind(event.method, event.path) in SOCKETS:
                     self.sockets.add(event.flow_id)
                 else:
                     self.open.setdefault(event.flow_id, self.position)
@@ -176,7 +176,7 @@ class JournalConsumer:
         before = low
         for event, position in records:  # which flows were still open at `committed`
             if isinstance(event, RequestSeen) and event.flow_id not in starts:
-                if endpoint_kind(event.method, event.path) != Endpoint.WEBSOCKET:
+                if endpoint_kind(event.method, event.path) not in SOCKETS:
                     starts[event.flow_id] = before
             elif isinstance(event, ResponseEnded) or event is None:
                 if event is None:

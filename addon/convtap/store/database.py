@@ -397,8 +397,17 @@ def flow_ids(db: sqlite_utils.Database) -> set[str]:
     return {row[0] for row in db.execute("SELECT id FROM flows")}
 
 
+# `flows.source` of a Responses API turn made over a WebSocket (one `response.create` and the
+# response that answers it): derived from the socket flow's frames, never replayed or exported
+# by itself.
+SOCKET_TURN = "socket"
+
+
 def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    yield from db.query("SELECT * FROM flows ORDER BY started_at, rowid")
+    """The flows that came over the wire, in time order (not the turns derived from a socket)."""
+    yield from db.query(
+        "SELECT * FROM flows WHERE source IS NOT ? ORDER BY started_at, rowid", [SOCKET_TURN]
+    )
 
 
 def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:

@@ -30,10 +30,13 @@ class Endpoint(StrEnum):
     CONVERSATION_GET = "conversation-get"  # GET conversation/<id>: the tree
     WEBSOCKET = "websocket"  # GET …/ws/user/…: the user socket (turn topics)
     RESPONSES = "responses"  # POST …/responses: the Responses API
+    RESPONSES_SOCKET = "responses-socket"  # GET …/responses upgraded: its WebSocket mode
 
 
 # The kinds whose response is an event stream the recorder decodes.
 STREAMED = frozenset({Endpoint.CONVERSATION, Endpoint.RESUME, Endpoint.RESPONSES})
+# The kinds that are WebSocket connections: their frames are recorded.
+SOCKETS = frozenset({Endpoint.WEBSOCKET, Endpoint.RESPONSES_SOCKET})
 
 
 def endpoint_kind(method: str, path: str) -> Endpoint | None:
@@ -59,6 +62,8 @@ def endpoint_kind(method: str, path: str) -> Endpoint | None:
             return Endpoint.CONVERSATION_GET
         if "/ws/user/" in path:
             return Endpoint.WEBSOCKET
+        if path.endswith("/responses"):  # docs/protocol.md, "Responses API": WebSocket mode
+            return Endpoint.RESPONSES_SOCKET
     return None
 
 

@@ -1,0 +1,142 @@
+"""The Responses API's WebSocket mode through the recorder: `response.create` frames are requests,
+the server's events their responses (one after another, and side by side on `stream_id`
+lanes); each turn is a flow of its own, so that pairing, acceptance and the rules work as for
+HTTP. The server's side is played by the mock's own Responses server."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from convtap.ingest.capture import audit_capture, ledger
+from convtap.journal.events import RequestSeen, WebSocketEnded, WebSocketMessage
+from convtap.mock.responses import ResponsesServer
+from convtap.mock.scenario import load_scenario
+from convtap.record.local import LocalRecorder
+from convtap.wire.sse import SSEParser
+
+PATH = "/v1/responses"
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOLS = [{"type": "function", "name": "get_weather", "parameters": CITY}]
+
+
+class Socket:
+    """A client and the mock's Responses server on one socket, recorded as the proxy would."""
+
+    def __init__(self, db: Path) -> None:
+        scenario = load_scenario("declared").responses
+        assert scenario is not None
+        self.server = ResponsesServer(scenario, seed=1)
+        self.recorder = LocalRecorder(str(db), redact=True)
+        self.at = 1.0
+        self.recorder.handle(RequestSeen("s", "GET", "http://x" + PATH, "x", PATH, (), None, 1.0))
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.at += 1
+        self.recorder.handle(WebSocketMessage("s", True, json.dumps(frame), self.at))
+
+    def receive(self, event: dict[str, Any]) -> None:
+        self.at += 1
+        self.recorder.handle(WebSocketMessage("s", False, json.dumps(event), self.at))
+
+    def answer(self, create: dict[str, Any], lane: str | None = None) -> list[dict[str, Any]]:
+        """The server's events for a create (not yet received)."""
+        _, entries = self.server.answer(create)
+        events = [json.loads(e.data) for e in SSEParser().feed("".join(entries).encode())]
+        return [{**e, "stream_id": lane} if lane else e for e in events]
+
+    def turn(self, create: dict[str, Any], lane: str | None = None) -> dict[str, Any]:
+        self.send({"type": "response.create", **create, **({"stream_id": lane} if lane else {})})
+        events = self.answer(create, lane)
+        for event in events:
+            self.receive(event)
+        return events[-1]["response"]  # response.completed's
+
+    def close(self) -> None:
+        self.recorder.handle(WebSocketEnded("s", self.at + 1))
+        self.recorder.close()
+
+
+def calls_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in response["output"] if i["type"] == "function_call"]
+
+
+def test_a_socket_session_is_recorded_paired_and_audited_like_http(tmp_path: Path) -> None:
+    db = tmp_path / "socket.db"
+    socket = Socket(db)
+    first = socket.turn({"model": "gpt-5.1", "tools": TOOLS, "input": "weather in Lisbon?"})
+    (call,) = calls_of(first)
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}
+    socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [output]})
+    socket.close()
+    rows = {r["call_id"]: r for r in ledger(db)}
+    assert rows[call["call_id"]]["answered"] == 1 and rows[call["call_id"]]["accepted"] == 1
+    assert rows[call["call_id"]]["turn_id"] == "s#1"
+    with sqlite3.connect(db) as conn:
+        turns = conn.execute(
+            "SELECT id, kind, status, outcome, turn_id FROM flows WHERE source = 'socket' "
+            "ORDER BY id").fetchall()  # fmt: skip
+        frames = conn.execute("SELECT event, count(*) FROM events GROUP BY event").fetchall()
+    assert turns == [("s#1", "responses", 200, "complete", "s"),
+                     ("s#2", "responses", 200, "complete", "s")]  # fmt: skip
+    assert dict(frames)["ws:client"] == 2 and dict(frames)["ws:server"] > 10
+    assert [f.rule for f in audit_capture(db).findings] == []
+
+
+def test_a_wrong_call_id_over_the_socket_is_found(tmp_path: Path) -> None:
+    db = tmp_path / "wrong.db"
+    socket = Socket(db)
+    first = socket.turn({"model": "gpt-5.1", "tools": TOOLS, "input": "weather?"})
+    (call,) = calls_of(first)
+    wrong = {"type": "function_call_output", "call_id": call["id"], "output": "21 C"}  # fc_…
+    socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [wrong]})
+    socket.close()
+    rules = [f.rule for f in audit_capture(db).findings]
+    assert "responses-output-call-id" in rules and "responses-call-unanswered" in rules
+
+
+def test_lanes_run_side_by_side_and_a_cut_socket_loses_nothing(tmp_path: Path) -> None:
+    """Two lanes interleaved, each create answered on its own lane; a third create whose
+    response is cut by the socket closing: its call is still recorded, its turn interrupted."""
+    db = tmp_path / "lanes.db"
+    socket = Socket(db)
+    a = {"model": "gpt-5.1", "tools": TOOLS, "input": "a?"}
+    b = {"model": "gpt-5.1", "tools": TOOLS, "input": "b?"}
+    socket.send({"type": "response.create", **a, "stream_id": "A"})
+    socket.send({"type": "response.create", **b, "stream_id": "B"})
+    events_a, events_b = socket.answer(a, "A"), socket.answer(b, "B")
+    for pair in zip(events_a, events_b, strict=False):
+        for event in pair:
+            socket.receive(event)
+    for event in events_a[len(events_b) :] + events_b[len(events_a) :]:
+        socket.receive(event)
+    c = {"model": "gpt-5.1", "tools": TOOLS, "input": "c?"}
+    socket.send({"type": "response.create", **c})
+    cut = socket.answer(c)
+    for event in cut[: len(cut) - 3]:  # up to the call's arguments, before it is done
+        socket.receive(event)
+    socket.close()
+    with sqlite3.connect(db) as conn:
+        turns = dict(conn.execute("SELECT id, outcome FROM flows WHERE source = 'socket'"))
+        calls = dict(conn.execute("SELECT call_id, turn_id FROM tool_calls"))
+    assert turns == {"s#1": "complete", "s#2": "complete", "s#3": "interrupted: the socket closed"}
+    assert sorted(calls.values()) == ["s#1", "s#2", "s#3"]
+    first_a = calls_of(events_a[-1]["response"])[0]["call_id"]
+    assert calls[first_a] == "s#1"  # lane A's create is turn 1, whatever B streamed meanwhile
+
+
+def test_an_error_frame_refuses_its_create(tmp_path: Path) -> None:
+    db = tmp_path / "error.db"
+    socket = Socket(db)
+    socket.send({"type": "response.create", "model": "gpt-5.1", "previous_response_id": "resp_x",
+                 "input": []})  # fmt: skip
+    message = "Previous response with id 'resp_x' not found."
+    error = {"type": "invalid_request_error", "message": message}
+    socket.receive({"type": "error", "status": 400, "error": error})
+    socket.close()
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT status, outcome, response_body FROM flows WHERE id = 's#1'")
+        status, outcome, body = row.fetchone()
+    assert (status, outcome) == (400, "error") and "not found" in body
