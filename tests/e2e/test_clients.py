@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,53 @@ def test_the_openai_client_runs_to_the_end(tmp_path: Path, flags: list[str]) -> 
 def test_a_client_answering_with_the_item_id_is_caught(tmp_path: Path) -> None:
     def run(base: str) -> None:
         run_client("openai_client.py", base + "/v1", "--faulty")
+
+    _, findings = recorded(tmp_path, run)
+    assert {rule for rule, _ in errors(findings)} == {"responses-output-call-id"}
+
+
+def socket_kinds(db: Path) -> list[tuple[str, str | None]]:
+    """(kind, source) of every flow: the sockets and the turns made over them."""
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT DISTINCT kind, source FROM flows ORDER BY 1, 2").fetchall()
+
+
+@pytest.mark.parametrize("mode", ["run", "streamed"])
+def test_an_agents_sdk_agent_runs_over_websocket_mode(tmp_path: Path, mode: str) -> None:
+    """`responses_websocket_session`: the whole run over one socket, through the recorder:
+    every call listed with its output, answered and accepted, and no error in the audit."""
+    lines: list[dict[str, Any]] = []
+
+    def run(base: str) -> None:
+        lines.extend(run_client("agents_client.py", base + "/v1", mode, "--websocket"))
+
+    db, findings = recorded(tmp_path, run)
+    check_tools(lines)
+    assert errors(findings) == []
+    calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert sorted(c["tool"] for c in calls) == ["convert_price", "lookup_order"]
+    assert all(c["answered"] and c["accepted"] and c["protocol"] == "responses" for c in calls)
+    assert socket_kinds(db) == [("responses", "socket"), ("responses-socket", "live")]
+
+
+@pytest.mark.parametrize("flags", [["--previous"], []], ids=["previous", "stateless"])
+def test_the_openai_client_runs_over_websocket_mode(tmp_path: Path, flags: list[str]) -> None:
+    """`client.responses.connect()`: creates and their responses over one socket."""
+    lines: list[dict[str, Any]] = []
+
+    def run(base: str) -> None:
+        lines.extend(run_client("openai_client.py", base + "/v1", "--websocket", *flags))
+
+    db, findings = recorded(tmp_path, run)
+    check_tools(lines)
+    assert errors(findings) == []
+    calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert len(calls) == 2 and all(c["answered"] and c["accepted"] for c in calls)
+
+
+def test_a_wrong_call_id_over_the_socket_is_caught(tmp_path: Path) -> None:
+    def run(base: str) -> None:
+        run_client("openai_client.py", base + "/v1", "--websocket", "--previous", "--faulty")
 
     _, findings = recorded(tmp_path, run)
     assert {rule for rule, _ in errors(findings)} == {"responses-output-call-id"}

@@ -140,3 +140,37 @@ def test_an_error_frame_refuses_its_create(tmp_path: Path) -> None:
         row = conn.execute("SELECT status, outcome, response_body FROM flows WHERE id = 's#1'")
         status, outcome, body = row.fetchone()
     assert (status, outcome) == (400, "error") and "not found" in body
+
+
+def test_a_socket_session_comes_back_from_its_har_export(tmp_path: Path) -> None:
+    """Exported as HAR (the socket an entry with `_webSocketMessages`, its turns not entries of
+    their own) and imported again: the same calls, returns and findings."""
+    from convtap.export.har import export_har
+    from convtap.ingest.capture import import_into
+    from convtap.ingest.replay import reprocess_db
+
+    db = tmp_path / "socket.db"
+    socket = Socket(db)
+    first = socket.turn({"model": "gpt-5.1", "tools": TOOLS, "input": "weather in Lisbon?"})
+    (call,) = calls_of(first)
+    wrong = {"type": "function_call_output", "call_id": call["id"], "output": "21 C"}
+    socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [wrong]})
+    socket.close()
+    har = tmp_path / "socket.har"
+    assert export_har(db, har) == 1  # the socket alone
+    entry = json.loads(har.read_text())["log"]["entries"][0]
+    assert entry["response"]["status"] == 101 and len(entry["_webSocketMessages"]) > 10
+    again = tmp_path / "again.db"
+    import_into(again, [har])
+
+    def seen(path: Path) -> tuple[Any, ...]:
+        # the turn within its socket (an import names the socket's flow anew)
+        calls = sorted((r["call_id"], r["turn_id"].rsplit("#")[1], r["answered"])
+                       for r in ledger(path))  # fmt: skip
+        return calls, sorted(f.rule for f in audit_capture(path).findings)
+
+    assert seen(again) == seen(db)
+    assert seen(db)[1] == ["responses-call-unanswered", "responses-output-call-id"]
+    before = seen(db)
+    reprocess_db(db)  # decoded again from the socket's raw frames: the same
+    assert seen(db) == before

@@ -20,6 +20,7 @@ legs are spared, so a client can finish the turn). Events count as in docs/proto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import random
@@ -431,10 +432,47 @@ class ReceivedHandler(_Handler):
 # -- the Responses API (docs/protocol.md, "Responses API"): what it says is the scenario's --------
 
 
-class ResponsesHandler(_StreamHandler):
+class ResponsesHandler(WebSocketHandler, _StreamHandler):
     """`POST /v1/responses` and `POST /backend-api/codex/responses`: the scenario's Responses
     script (the `weather` one when the scenario has none). `"stream": true` gets an event stream
-    (no `[DONE]`), anything else the response object as JSON, as the real API does."""
+    (no `[DONE]`), anything else the response object as JSON, as the real API does.
+
+    `GET` on the same paths upgraded is WebSocket mode (docs/protocol.md, "Responses API"): each
+    `response.create` frame gets the same response, its events one frame each (with the
+    create's `stream_id`, when it has one), one response after another."""
+
+    def initialize(self, state: MockState) -> None:
+        super().initialize(state)
+        self._lock = asyncio.Lock()
+
+    def check_origin(self, origin: str) -> bool:
+        return True
+
+    async def on_message(self, message: str | bytes) -> None:
+        event = _parse_body(message.encode() if isinstance(message, str) else message)
+        self.state.record({"method": "WS", "path": self.request.uri, "headers": {},
+                           "body": event})  # fmt: skip
+        kind = event.get("type") if isinstance(event, dict) else None
+        lane = event.get("stream_id") if isinstance(event, dict) else None
+        if kind == "response.steer":  # the mock does not steer: say so, as the server would
+            await self._send_event({"type": "response.steer.failed", "error": {
+                "code": "not_supported", "message": "the mock does not steer"}}, lane)  # fmt: skip
+            return
+        if kind != "response.create":
+            error = _api_error(f"unknown client event type {kind!r}")
+            await self._send_event({"type": "error", "status": 400, **error}, lane)
+            return
+        body = {k: v for k, v in event.items() if k not in ("type", "stream_id")}
+        _, events = self.state.responses.answer_events(body)
+        async with self._lock:  # one response after another
+            for item in events:
+                await self._send_event(item, lane)
+
+    async def _send_event(self, event: dict[str, Any], lane: Any) -> None:
+        if isinstance(lane, str):
+            event = {**event, "stream_id": lane}
+        with contextlib.suppress(WebSocketClosedError):
+            await self.write_message(json.dumps(event, ensure_ascii=False))
 
     async def post(self) -> None:
         body = self.json_body()

@@ -90,6 +90,12 @@ class ResponsesServer:
 
     def answer(self, body: dict[str, JSON]) -> tuple[dict[str, JSON], list[str]]:
         """The response object for a request body, and its event stream."""
+        response, events = self.answer_events(body)
+        return response, [sse_event(event) for event in events]
+
+    def answer_events(self, body: dict[str, JSON]) -> tuple[dict[str, JSON], list[dict[str, JSON]]]:
+        """The response object for a request body, and its events (WebSocket mode sends each
+        as one frame)."""
         items = [i for i in _input(body) if isinstance(i, dict)]
         outputs = [i for i in items if i.get("type") in OUTPUTS]
         previous = body.get("previous_response_id")
@@ -227,7 +233,7 @@ def _response(
     }  # fmt: skip
 
 
-def _events(response: dict[str, JSON]) -> list[str]:
+def _events(response: dict[str, JSON]) -> list[dict[str, JSON]]:
     """The real API's event sequence for a response, each with its sequence_number."""
     events: list[dict[str, JSON]] = []
 
@@ -267,4 +273,4 @@ def _events(response: dict[str, JSON]) -> list[str]:
             add("response.output_item.added", output_index=index, item=item)
         add("response.output_item.done", output_index=index, item=item)
     add("response.completed", response=response)
-    return [sse_event(e) for e in events]
+    return events

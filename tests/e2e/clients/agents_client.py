@@ -1,7 +1,10 @@
 """An OpenAI Agents SDK agent with function tools of its own, pointed at a base URL: what a
 client team runs against `convtap record` + `convtap mock --scenario declared`.
 
-    python agents_client.py BASE_URL {run|streamed} [--previous-response-id]
+    python agents_client.py BASE_URL {run|streamed} [--previous-response-id] [--websocket]
+
+With --websocket the agent runs over the Responses API's WebSocket mode
+(`responses_websocket_session`, one socket for the whole run).
 
 Prints one JSON line per tool invocation ({"tool", "arguments"}), then {"final": text}, and the
 JSON Schema of every tool ({"schemas": {...}}) so that the test can check the arguments.
@@ -20,6 +23,7 @@ from agents import (
     Agent,
     Runner,
     function_tool,
+    responses_websocket_session,
     set_default_openai_api,
     set_default_openai_client,
     set_tracing_disabled,
@@ -61,22 +65,34 @@ def convert_price(amount: float, currency: Literal["EUR", "USD", "BRL"], rounded
     return f"{amount * 1.1:.{max(0, min(rounded, 4))}f} {currency}"
 
 
-async def main(base_url: str, mode: str, previous: bool) -> None:
+async def main(base_url: str, mode: str, previous: bool, websocket: bool) -> None:
     set_tracing_disabled(True)  # no traces sent anywhere
-    set_default_openai_client(AsyncOpenAI(base_url=base_url, api_key="sk-proj-" + "k" * 40))
+    key = "sk-proj-" + "k" * 40
+    set_default_openai_client(AsyncOpenAI(base_url=base_url, api_key=key))
     set_default_openai_api("responses")
     agent = Agent(name="shop", instructions="Use the tools.", model="gpt-5.1",
                   tools=[lookup_order, convert_price])  # fmt: skip
     print(json.dumps({"schemas": {t.name: t.params_json_schema for t in agent.tools}}), flush=True)
     prompt = "Look up order A-17 and convert 20 to EUR."
-    if mode == "streamed":
+    if websocket:
+        async with responses_websocket_session(api_key=key, base_url=base_url) as session:
+            if mode == "streamed":
+                streamed = session.run_streamed(agent, prompt)
+                async for _ in streamed.stream_events():
+                    pass
+                final = streamed.final_output
+            else:
+                final = (await session.run(agent, prompt)).final_output
+    elif mode == "streamed":
         result = Runner.run_streamed(agent, prompt, auto_previous_response_id=previous)
         async for _ in result.stream_events():
             pass
+        final = result.final_output
     else:
-        result = await Runner.run(agent, prompt, auto_previous_response_id=previous)
-    print(json.dumps({"final": str(result.final_output)}), flush=True)
+        final = (await Runner.run(agent, prompt, auto_previous_response_id=previous)).final_output
+    print(json.dumps({"final": str(final)}), flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], "--previous-response-id" in sys.argv))
+    asyncio.run(main(sys.argv[1], sys.argv[2], "--previous-response-id" in sys.argv,
+                     "--websocket" in sys.argv))  # fmt: skip

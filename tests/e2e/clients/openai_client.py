@@ -1,8 +1,9 @@
 """The plain `openai` client on the Responses API, answering every call it is asked to make:
-streamed or not, stateless (the whole input again) or with previous_response_id, and, with
---faulty, answering function calls with their item id (fc_...) instead of their call_id.
+streamed or not, stateless (the whole input again) or with previous_response_id, over HTTP or
+over WebSocket mode (`client.responses.connect()`, --websocket), and, with --faulty, answering
+function calls with their item id (fc_...) instead of their call_id.
 
-    python openai_client.py BASE_URL [--stream] [--previous] [--faulty]
+    python openai_client.py BASE_URL [--stream] [--previous] [--websocket] [--faulty]
 
 Prints one JSON line per call it ran ({"tool", "arguments"}) and {"final": text}.
 """
@@ -34,13 +35,36 @@ TOOLS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
-def main(base_url: str, stream: bool, previous: bool, faulty: bool) -> None:
+def over_socket(connection: Any, **create: Any) -> Any:
+    """One response over the socket: a `response.create`, then its events up to the end."""
+    connection.send({"type": "response.create", **create})
+    for event in connection:
+        if event.type == "error":
+            raise SystemExit(f"the server refused the create: {event.error}")
+        if event.type in ("response.completed", "response.failed", "response.incomplete"):
+            return event.response
+    raise SystemExit("the socket closed before the response ended")
+
+
+def main(base_url: str, stream: bool, previous: bool, websocket: bool, faulty: bool) -> None:
     client = OpenAI(base_url=base_url, api_key="sk-proj-" + "o" * 40)
     print(json.dumps({"schemas": {t["name"]: t["parameters"] for t in TOOLS}}), flush=True)
+    if websocket:
+        with client.responses.connect() as connection:
+            run(client, connection, stream, previous, faulty)
+    else:
+        run(client, None, stream, previous, faulty)
+
+
+def run(client: OpenAI, connection: Any, stream: bool, previous: bool, faulty: bool) -> None:
     items: list[Any] = [{"role": "user", "content": "Weather in Lisboa, and book a meeting."}]
     previous_id = None
     for _ in range(4):
-        if stream:
+        if connection is not None:
+            create = {"model": "gpt-5.1", "input": items, "tools": TOOLS}
+            response = over_socket(connection, **create, **(
+                {"previous_response_id": previous_id} if previous_id else {}))  # fmt: skip
+        elif stream:
             with client.responses.stream(model="gpt-5.1", input=items, tools=TOOLS,
                                          previous_response_id=previous_id) as events:  # fmt: skip
                 for _event in events:
@@ -69,4 +93,5 @@ def main(base_url: str, stream: bool, previous: bool, faulty: bool) -> None:
 
 if __name__ == "__main__":
     flags = sys.argv[2:]
-    main(sys.argv[1], "--stream" in flags, "--previous" in flags, "--faulty" in flags)
+    main(sys.argv[1], "--stream" in flags, "--previous" in flags, "--websocket" in flags,
+         "--faulty" in flags)  # fmt: skip
