@@ -184,11 +184,13 @@ def test_an_f_conversation_client_with_tools_the_mock_never_saw(tmp_path: Path) 
     ]
 
 
-def test_the_codex_cli_runs_against_the_mock(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["http", "websocket"])
+def test_the_codex_cli_runs_against_the_mock(tmp_path: Path, transport: str) -> None:
     """The Codex CLI (npm @openai/codex), pointed at the recorder as a model provider, with no
-    network: it runs to the end, every function tool it declares is called and answered once.
-    What it does wrong: it sends a `function_call_output` of its own (a goal objective) with no
-    call_id, and the audit says so."""
+    network, over HTTP and over WebSocket mode (`supports_websockets`): it runs to the end,
+    every function tool it declares is called and answered once, and the audit finds no error.
+    Its `function_call_output` of its own (a goal objective, no call_id) draws only the warning
+    that says what it is."""
     codex = clients_python().parent.parent / "codex" / "node_modules" / ".bin" / "codex"
     if not codex.exists():
         pytest.skip("the Codex CLI is not installed (make test installs it where npm is)")
@@ -201,6 +203,8 @@ def test_the_codex_cli_runs_against_the_mock(tmp_path: Path) -> None:
                   "-c", f'model_providers.mock.base_url="{base}/v1"',
                   "-c", 'model_providers.mock.wire_api="responses"',
                   "-c", 'model_providers.mock.env_key="OPENAI_API_KEY"']  # fmt: skip
+        if transport == "websocket":
+            config += ["-c", "model_providers.mock.supports_websockets=true"]
         env = {**os.environ, "CODEX_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "sk-test"}
         done.append(subprocess.run(
             [str(codex), "exec", "--skip-git-repo-check", "-s", "read-only", "-m", "gpt-5.1",
@@ -214,5 +218,8 @@ def test_the_codex_cli_runs_against_the_mock(tmp_path: Path) -> None:
     calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
     assert len(calls) >= 3 and all(c["answered"] for c in calls)
     assert len({c["tool"] for c in calls}) == len(calls)  # each tool once
-    wrong = {(f["rule"], f["evidence"]["actual"]) for f in findings if f["severity"] == "error"}
-    assert wrong <= {("responses-output-call-id", "<missing>")}
+    assert errors(findings) == []
+    named = [f for f in findings if f["rule"] == "responses-output-names-tool"]
+    assert all(f["evidence"]["actual"]["namespace"] == "agent" for f in named)
+    kinds = {kind for kind, _ in socket_kinds(db)}
+    assert ("responses-socket" in kinds) == (transport == "websocket")

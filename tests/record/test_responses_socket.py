@@ -174,3 +174,18 @@ def test_a_socket_session_comes_back_from_its_har_export(tmp_path: Path) -> None
     before = seen(db)
     reprocess_db(db)  # decoded again from the socket's raw frames: the same
     assert seen(db) == before
+
+
+def test_a_warm_up_create_generates_nothing_and_its_id_chains(tmp_path: Path) -> None:
+    """`generate: false` (the Codex CLI's first create on a socket): a response with no output,
+    whose id the next create names; nothing to answer, nothing found."""
+    db = tmp_path / "warm.db"
+    socket = Socket(db)
+    warm = socket.turn({"model": "gpt-5.1", "tools": TOOLS, "input": [], "generate": False})
+    assert warm["output"] == [] and warm["status"] == "completed"
+    socket.turn({"model": "gpt-5.1", "previous_response_id": warm["id"], "input": "hi"})
+    socket.close()
+    with sqlite3.connect(db) as conn:
+        turns = conn.execute("SELECT id, outcome FROM flows WHERE source = 'socket'").fetchall()
+        first = conn.execute("SELECT count(*) FROM tool_calls WHERE turn_id = 's#1'").fetchone()
+    assert sorted(turns) == [("s#1", "complete"), ("s#2", "complete")] and first == (0,)

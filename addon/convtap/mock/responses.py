@@ -95,7 +95,12 @@ class ResponsesServer:
 
     def answer_events(self, body: dict[str, JSON]) -> tuple[dict[str, JSON], list[dict[str, JSON]]]:
         """The response object for a request body, and its events (WebSocket mode sends each
-        as one frame)."""
+        as one frame). A warm-up (`generate: false`, or `prewarm: true`) generates nothing: its
+        response only prepares the state a later turn names by `previous_response_id`."""
+        if body.get("generate") is False or body.get("prewarm") is True:
+            response_id = new_id("resp_")
+            self.called[response_id] = []
+            return (response := _response(response_id, body, [], None)), _events(response)
         items = [i for i in _input(body) if isinstance(i, dict)]
         outputs = [i for i in items if i.get("type") in OUTPUTS]
         previous = body.get("previous_response_id")
