@@ -633,6 +633,12 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
     metavar="SECONDS",
     help="Pause between chunks.",
 )
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Take Responses API requests the real API refuses (an output naming no call, an "
+    "unknown previous_response_id, a call left unanswered), so the audit sees the mistake.",
+)
 def mock(
     host: str,
     port: int,
@@ -644,11 +650,15 @@ def mock(
     cert_file: Path | None,
     delay: float,
     seed: int | None,
+    lenient: bool,
 ) -> None:
     """Play the server's side on 127.0.0.1: prepare, sentinel, f/conversation, resume,
-    GET conversation/<id>, the user WebSocket and the Responses API, as a scenario says.
+    GET conversation/<id>, the user WebSocket and the Responses API (over HTTP and WebSocket
+    mode), as a scenario says.
 
-    Like the real server it accepts any tool return; GET /_mock/received shows what it got.
+    Like the real server it accepts any f/conversation tool return, and refuses (HTTP 400, or
+    an error frame) the Responses API requests the real API refuses, unless --lenient;
+    GET /_mock/received shows what it got.
 
     \b
     Example:
@@ -661,7 +671,7 @@ def mock(
 
     try:
         run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
-            tls=tls, cert_file=cert_file, delay=delay, seed=seed)  # fmt: skip
+            tls=tls, cert_file=cert_file, delay=delay, seed=seed, lenient=lenient)  # fmt: skip
     except ScenarioError as exc:
         fail(str(exc))
 

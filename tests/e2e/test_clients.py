@@ -33,10 +33,14 @@ def clients_python() -> Path:
     return found
 
 
-def recorded(tmp_path: Path, run: Any) -> tuple[Path, list[dict[str, Any]]]:
-    """Run `run(base_url)` against record + mock declared; the capture and the audit."""
+def recorded(
+    tmp_path: Path, run: Any, *, lenient: bool = False
+) -> tuple[Path, list[dict[str, Any]]]:
+    """Run `run(base_url)` against record + mock declared; the capture and the audit.
+    `lenient`: the mock takes what the real API refuses (a faulty client runs to its end)."""
     db = tmp_path / "capture.db"
-    with MockServer("declared", seed=5) as mock, record(db, mock.port, tmp_path) as rec:
+    mock_server = MockServer("declared", seed=5, lenient=lenient)
+    with mock_server as mock, record(db, mock.port, tmp_path) as rec:
         run(f"http://127.0.0.1:{rec.port}")
         rec.proc.send_signal(signal.SIGINT)
         out = rec.wait(120)
@@ -102,7 +106,7 @@ def test_a_client_answering_with_the_item_id_is_caught(tmp_path: Path) -> None:
     def run(base: str) -> None:
         run_client("openai_client.py", base + "/v1", "--faulty")
 
-    _, findings = recorded(tmp_path, run)
+    _, findings = recorded(tmp_path, run, lenient=True)
     assert {rule for rule, _ in errors(findings)} == {"responses-output-call-id"}
 
 
@@ -149,8 +153,28 @@ def test_a_wrong_call_id_over_the_socket_is_caught(tmp_path: Path) -> None:
     def run(base: str) -> None:
         run_client("openai_client.py", base + "/v1", "--websocket", "--previous", "--faulty")
 
-    _, findings = recorded(tmp_path, run)
+    _, findings = recorded(tmp_path, run, lenient=True)
     assert {rule for rule, _ in errors(findings)} == {"responses-output-call-id"}
+
+
+def test_a_wrong_call_id_over_the_socket_is_refused_as_the_real_api_does(tmp_path: Path) -> None:
+    """The mock (strict, as the real API) answers the faulty create with an error frame,
+    status 400: the client stops; the recording shows the refused turn, and the finding."""
+    outcome: list[subprocess.CompletedProcess[str]] = []
+
+    def run(base: str) -> None:
+        args = [str(clients_python()), str(CLIENTS / "openai_client.py"), base + "/v1",
+                "--websocket", "--previous", "--faulty"]  # fmt: skip
+        outcome.append(subprocess.run(args, capture_output=True, text=True, timeout=120))
+
+    db, findings = recorded(tmp_path, run)
+    assert outcome[0].returncode != 0 and "refused the create" in outcome[0].stderr
+    with sqlite3.connect(db) as conn:
+        refused = conn.execute(
+            "SELECT status, outcome FROM flows WHERE source = 'socket' AND status = 400"
+        ).fetchall()
+    assert refused == [(400, "error")]
+    assert "responses-output-call-id" in {rule for rule, _ in errors(findings)}
 
 
 def test_an_f_conversation_client_with_tools_the_mock_never_saw(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ upstream, and the reference client's `run_responses` (a `function_call` and a cl
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +78,8 @@ def test_the_mock_streams_calls_shaped_like_the_example_with_fresh_ids() -> None
     assert [c["type"] for c in final.tool_calls()] == ["function_call", "tool_search_call"]
 
 
-def test_the_mock_answers_outputs_whatever_their_call_id() -> None:
-    with MockServer("alefita_way") as mock:
+def test_the_lenient_mock_answers_outputs_whatever_their_call_id() -> None:
+    with MockServer("alefita_way", lenient=True) as mock:
         summary = RefClient(mock.url, timeout=5).run_responses(faulty=True)
         received = mock.received
     assert "21 °C" in summary.text and summary.final_response_id != summary.response_id
@@ -86,6 +88,52 @@ def test_the_mock_answers_outputs_whatever_their_call_id() -> None:
     fc = summary.calls[0]
     assert received[1]["body"]["input"][0]["call_id"] == fc.item_id  # the faulty answer
     assert received[1]["body"]["previous_response_id"] == summary.response_id
+
+
+def post_json(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_the_mock_refuses_what_the_real_api_refuses() -> None:
+    """HTTP 400 with the API's error body: an output naming no call of the previous response,
+    an unknown previous_response_id, a call of the previous response left without its output.
+    The right answer, and an output naming a tool instead of a call (the Codex CLI), are taken."""
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    with MockServer("declared", seed=1) as mock:
+        url = mock.url + RESPONSES
+        status, first = post_json(url, {"model": "m", "tools": tools, "input": "weather?"})
+        (call,) = [i for i in first["output"] if i["type"] == "function_call"]
+        chained = {"model": "m", "previous_response_id": first["id"]}
+
+        def answer(*items: dict[str, Any], **body: Any) -> tuple[int, dict[str, Any]]:
+            return post_json(url, {**chained, "input": list(items), **body})
+
+        def output(call_id: str) -> dict[str, Any]:
+            return {"type": "function_call_output", "call_id": call_id, "output": "21"}
+
+        refusals = {
+            "item id": answer(output(call["id"])),
+            "unknown previous": answer(output(call["call_id"]), previous_response_id="resp_no"),
+            "no output": answer({"role": "user", "content": "and?"}),
+        }
+        goal = {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
+                "output": "done"}  # fmt: skip
+        taken = answer(output(call["call_id"]), goal)
+    assert status == 200 and taken[0] == 200
+    assert {name: code for name, (code, _) in refusals.items()} == dict.fromkeys(refusals, 400)
+    messages = {name: body["error"]["message"] for name, (_, body) in refusals.items()}
+    assert (
+        messages["item id"]
+        == f"No tool call found for function call output with call_id {call['id']}."
+    )
+    assert refusals["unknown previous"][1]["error"]["code"] == "previous_response_not_found"
+    assert messages["no output"] == f"No tool output found for function call {call['call_id']}."
 
 
 def test_the_mock_gzips_responses_streams() -> None:
@@ -125,7 +173,8 @@ def test_a_responses_session_is_recorded_and_paired(tmp_path: Path) -> None:
 
 
 def test_an_output_naming_the_item_id_is_a_finding(tmp_path: Path) -> None:
-    with MockServer("alefita_way") as mock, mitmdump(tmp_path, f"reverse:{mock.url}") as proxy:
+    lenient = MockServer("alefita_way", lenient=True)  # the real API would refuse it (400)
+    with lenient as mock, mitmdump(tmp_path, f"reverse:{mock.url}") as proxy:
         summary = RefClient(proxy.url).run_responses(faulty=True)
         proxy.stop()
     assert_calls_recorded(proxy, summary)

@@ -248,3 +248,22 @@ def test_no_secret_reaches_the_database_through_a_live_proxy(tmp_path: Path) -> 
     assert stored and b"server_ste_metadata" in stored
     leaks = [k for k, s in {**shaped, **keyed}.items() if leaked(s, stored)]
     assert leaks == []
+
+
+@pytest.mark.parametrize("key", ["verify", "auth", "pwd", "api_key"])
+def test_a_value_behind_an_exact_secret_key_in_a_delta_path_is_redacted(
+    tmp_path: Path, key: str
+) -> None:
+    """A value appended under `/message/metadata/verify` (an exact secret key, reached only by
+    a delta's path, then bare frames) was kept in clear, in the raw events and the message's
+    JSON: an exact key counted as a hint only when quoted as a JSON key. Found by Hypothesis."""
+    secret = "0" * 24
+    stream = stream_with("metadata-path", json.dumps(key), json.dumps(secret), [secret])
+    entry = har_entry(URL, user_turn(), stream, "2026-11-30T10:00:00.000Z")
+    har = tmp_path / "capture.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
+                                       "entries": [entry]}}))  # fmt: skip
+    db = tmp_path / "capture.db"
+    [result] = import_into(db, [har])
+    assert result.error is None and result.imported == 1
+    assert not leaked(secret, database_bytes(db))

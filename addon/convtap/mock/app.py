@@ -57,6 +57,7 @@ class MockOptions:
     cert_file: Path | None = None  # where the CA certificate (PEM) is written when tls
     delay: float = 0.0  # seconds between chunks
     seed: int | None = None  # chunk splits and made-up arguments; None: a fresh chunk split
+    lenient: bool = False  # take Responses requests the real API refuses
 
 
 class Gate:
@@ -115,7 +116,7 @@ class MockState:
         scenario = self.options.scenario
         script = scenario.responses or load_scenario("weather").responses
         assert script is not None
-        self.responses = ResponsesServer(script, self.options.seed or 0)
+        self.responses = ResponsesServer(script, self.options.seed or 0, self.options.lenient)
 
     def record(self, entry: dict[str, Any]) -> None:
         with self._lock:
@@ -463,6 +464,10 @@ class ResponsesHandler(WebSocketHandler, _StreamHandler):
             await self._send_event({"type": "error", "status": 400, **error}, lane)
             return
         body = {k: v for k, v in event.items() if k not in ("type", "stream_id")}
+        refused = self.state.responses.refusal(body)
+        if refused is not None:  # as the real API over the socket: an error frame, 400
+            await self._send_event({"type": "error", "status": 400, **refused}, lane)
+            return
         _, events = self.state.responses.answer_events(body)
         async with self._lock:  # one response after another
             for item in events:
@@ -478,6 +483,9 @@ class ResponsesHandler(WebSocketHandler, _StreamHandler):
         body = self.json_body()
         if not isinstance(body, dict):
             return self.send_json(_api_error("the body must be a JSON object"), 400)
+        refused = self.state.responses.refusal(body)
+        if refused is not None:
+            return self.send_json(refused, 400)
         response, entries = self.state.responses.answer(body)
         if body.get("stream") is True:
             await self.stream(entries, broken=False, may_die=False)

@@ -82,11 +82,44 @@ def sse_event(obj: dict[str, JSON]) -> str:
 
 
 class ResponsesServer:
-    """Plays a script; remembers, per response, the tools called so far in its chain."""
+    """Plays a script; remembers, per response, the tools called so far in its chain and the
+    client calls it made (which the next request must answer)."""
 
-    def __init__(self, script: ResponsesScript, seed: int = 0) -> None:
-        self.script, self.seed = script, seed
+    def __init__(self, script: ResponsesScript, seed: int = 0, lenient: bool = False) -> None:
+        self.script, self.seed, self.lenient = script, seed, lenient
         self.called: Bounded[str, list[str]] = Bounded(REMEMBERED)  # response id -> tool names
+        self.calls: Bounded[str, list[str]] = Bounded(REMEMBERED)  # response id -> call ids
+
+    def refusal(self, body: dict[str, JSON]) -> dict[str, JSON] | None:
+        """What the real API answers with HTTP 400 to this request body, or None when it takes
+        it (docs/protocol.md, "Responses API"): an unknown `previous_response_id`; an output
+        whose call_id names no call of the previous response (or of the input); a call of the
+        previous response left without its output. `lenient` takes everything (so that a
+        recording shows the client's mistake to the audit instead)."""
+        if self.lenient:
+            return None
+        items = [i for i in _input(body) if isinstance(i, dict)]
+        previous = body.get("previous_response_id")
+        owed: list[str] = []
+        if isinstance(previous, str):
+            if previous not in self.calls:
+                return _error(f"Previous response with id '{previous}' not found.",
+                              "previous_response_id", "previous_response_not_found")  # fmt: skip
+            owed = list(self.calls[previous])
+        replayed = [i.get("call_id") for i in items if _owed(i)]
+        answered = set()
+        for item in items:
+            if item.get("type") not in OUTPUTS or ("call_id" not in item and "name" in item):
+                continue  # an output that names a tool instead of a call: taken (the Codex CLI)
+            call_id = item.get("call_id")
+            if call_id not in owed and call_id not in replayed:
+                return _error(f"No tool call found for function call output with call_id "
+                              f"{call_id}.", "input")  # fmt: skip
+            answered.add(call_id)
+        for call_id in [*owed, *replayed]:
+            if call_id not in answered:
+                return _error(f"No tool output found for function call {call_id}.", "input")
+        return None
 
     def answer(self, body: dict[str, JSON]) -> tuple[dict[str, JSON], list[str]]:
         """The response object for a request body, and its event stream."""
@@ -99,7 +132,7 @@ class ResponsesServer:
         response only prepares the state a later turn names by `previous_response_id`."""
         if body.get("generate") is False or body.get("prewarm") is True:
             response_id = new_id("resp_")
-            self.called[response_id] = []
+            self.called[response_id], self.calls[response_id] = [], []
             return (response := _response(response_id, body, [], None)), _events(response)
         items = [i for i in _input(body) if isinstance(i, dict)]
         outputs = [i for i in items if i.get("type") in OUTPUTS]
@@ -112,6 +145,7 @@ class ResponsesServer:
             output += self._items(step, body, called, outputs)
         response_id = new_id("resp_")
         self.called[response_id] = called
+        self.calls[response_id] = [str(i["call_id"]) for i in output if _owed(i)]
         response = _response(response_id, body, output, previous)
         return response, _events(response)
 
@@ -143,6 +177,19 @@ class ResponsesServer:
                 items.append(_tool_search_call(query if isinstance(query, dict) and query
                                                else {"query": "tools"}))  # fmt: skip
         return items or [_message(step.otherwise)]
+
+
+def _owed(item: dict[str, JSON]) -> bool:
+    """A call the client must answer: a function or custom tool call, a client tool search."""
+    if item.get("type") not in CALLS or not item.get("call_id"):
+        return False
+    return item.get("type") != "tool_search_call" or item.get("execution") == "client"
+
+
+def _error(message: str, param: str | None, code: str | None = None) -> dict[str, JSON]:
+    """The real API's error body."""
+    return {"error": {"message": message, "type": "invalid_request_error", "param": param,
+                      "code": code}}  # fmt: skip
 
 
 def _input(body: dict[str, JSON]) -> list[JSON]:

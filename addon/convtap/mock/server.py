@@ -124,6 +124,7 @@ class OptionArgs(TypedDict, total=False):
     cert_file: str | Path | None
     delay: float
     seed: int | None
+    lenient: bool
 
 
 def mock_options(scenario: str | Path | Scenario, **options: Unpack[OptionArgs]) -> MockOptions:
@@ -142,6 +143,7 @@ def mock_options(scenario: str | Path | Scenario, **options: Unpack[OptionArgs])
         cert_file=Path(cert_file) if cert_file is not None else None,
         delay=options.get("delay", 0.0),
         seed=options.get("seed"),
+        lenient=options.get("lenient", False),
     )
 
 

@@ -130,7 +130,10 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
              '"resume_conversation_token"')  # fmt: skip
 
 
-_KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS)]
+# An exact key is a hint as a JSON key (`"verify"`) and as the last segment of a delta's path
+# (`"p": "/message/metadata/verify"`), where it is a secret key too.
+_KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS),
+              *(f'/{exact}"' for exact in EXACT_KEYS)]  # fmt: skip
 _KEY_WORDS = list(dict.fromkeys(hint.replace("-", "_") for hint in _KEY_HINTS))  # as text is folded
 _VALUE_WORDS = [w for w in dict.fromkeys(
     hint.replace("-", "_") for pattern in VALUE_PATTERNS for hint in pattern.hints

@@ -92,7 +92,8 @@ class StreamRedaction:
             rest = "".join(parts[0::3]) + "".join(filter(None, parts[1::3]))
         else:
             pieces = "".join(appended.pieces)
-            rest = "".join(appended.others) + "".join(appended.paths)
+            # each path as the JSON string it came in: its last segment is a key there
+            rest = "".join(appended.others) + "".join(f'"{path}"' for path in appended.paths)
         window = self.tail + pieces
         keys, values = hints(rest)
         # The appended text may be JSON text (a call's arguments): a secret key named there
