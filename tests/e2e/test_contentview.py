@@ -159,3 +159,36 @@ def test_a_lone_surrogate_in_a_stream_is_shown_as_its_escape(tmp_path: Path) -> 
     out = show(flows, tmp_path)
     assert "── assistant → all · in_progress · m1" in out and "a\\ud800b" in out
     assert "Traceback" not in out
+
+
+def test_a_responses_socket_frame_is_shown_decoded() -> None:
+    """WebSocket mode: each frame, client or server, one readable block (a create with its
+    input and tools, an event with what it carries)."""
+    from mitmproxy.test import tflow
+
+    flow = tflow.twebsocketflow()
+    flow.request.path = "/v1/responses"
+    flow.request.method = "GET"
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    answer = {"type": "function_call_output", "call_id": "call_1", "output": "21"}
+    create = {"type": "response.create", "model": "gpt-5.1", "tools": tools,
+              "instructions": "Be brief.\nAlways.", "stream_id": "A",
+              "input": [{"role": "user", "content": "Weather in Lisboa?"}, answer]}  # fmt: skip
+    shown = render(json.dumps(create).encode(), flow, flow.websocket.messages[0])
+    assert shown.splitlines() == [
+        "response.create: model gpt-5.1 · lane A · 1 tools (get_weather)",
+        "── instructions: Be brief.",
+        "── user: Weather in Lisboa?",
+        "── ↩ function_call_output · call_id call_1: 21",
+    ]
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_2", "name": "lookup",
+            "namespace": "crm", "arguments": '{"id": 7}'}  # fmt: skip
+    done = {"type": "response.output_item.done", "output_index": 0, "item": call}
+    assert render(json.dumps(done).encode(), flow, flow.websocket.messages[0]).splitlines() == [
+        "response.output_item.done · output 0",
+        '── ⚙ function_call crm.lookup · call_id call_2: {"id": 7}',
+    ]
+    error = {"type": "error", "status": 400, "error": {"message": "No tool call found"}}
+    assert "error · status 400: No tool call found" in render(
+        json.dumps(error).encode(), flow, flow.websocket.messages[0]
+    )

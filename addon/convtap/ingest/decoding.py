@@ -16,8 +16,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TextIO
 
+from convtap.ingest.responses_text import frame_line, item_line
 from convtap.redact.redactor import ClearText, Redactor
 from convtap.wire.events import ControlEvent, DecodeError, DecoderEvent, OtherEvent
+from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses
 from convtap.wire.turn import TurnDecoder, TurnSummary, message_text, tool_call
 
@@ -112,6 +114,11 @@ def decode_streams(
         _responses(handles, first, out, fmt, redactor)
     else:
         _conversation(handles, first, ws_path, out, fmt, redactor)
+
+
+def socket_frame_text(data: bytes) -> str:
+    """One frame of the Responses API's WebSocket mode, for people (the content view)."""
+    return "\n".join(frame_line(loads_or_none(data))) + "\n"
 
 
 def decoded_text(body: bytes) -> str:
@@ -263,10 +270,8 @@ def _responses(
         return
     out.write(f"response {result['response_id'] or '-'} · {result['status'] or 'no status'} · "
               f"{len(result['event_types'])} event types\n")  # fmt: skip
-    for item in result["output_items"]:
-        name = item.get("name") or item.get("role") or ""
-        call_id = f" · call_id {item['call_id']}" if item.get("call_id") else ""
-        out.write(f"── {item.get('type')} {name} · id {item.get('id')}{call_id}\n")
+    for item in result["output_items"]:  # the answer, as a conversation reads it
+        out.write(item_line(item) + "\n")
     for call in result["tool_calls"]:
         out.write(f"   ⚙ client call: {call['type']} {call['name'] or ''} "
                   f"call_id {call['call_id']} (item {call['item_id']})\n")  # fmt: skip

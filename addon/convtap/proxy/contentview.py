@@ -15,7 +15,7 @@ from typing import Any
 
 from mitmproxy import contentviews, http
 
-from convtap.ingest.decoding import decoded_text
+from convtap.ingest.decoding import decoded_text, socket_frame_text
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import escape_lone_surrogates
 from convtap.wire.session import Endpoint, endpoint_kind
@@ -37,6 +37,8 @@ def applies(flow: Any, http_message: Any = None, websocket_message: Any = None) 
         return False
     kind = endpoint_kind(flow.request.method, flow.request.path)
     if websocket_message is not None:
+        if kind == Endpoint.RESPONSES_SOCKET:  # every frame of WebSocket mode
+            return True
         return (
             kind == Endpoint.WEBSOCKET and TURN_TOPIC_PREFIX.encode() in websocket_message.content
         )
@@ -48,6 +50,12 @@ def render(data: bytes, flow: Any = None, websocket_message: Any = None) -> str:
     stays escaped, since mitmproxy writes the text as UTF-8 (its dumper failed on it)."""
     if websocket_message is None:
         return escape_lone_surrogates(decoded_text(data))
+    request = getattr(flow, "request", None)
+    if (
+        request is not None
+        and endpoint_kind(request.method, request.path) == Endpoint.RESPONSES_SOCKET
+    ):
+        return escape_lone_surrogates(socket_frame_text(data))
     return escape_lone_surrogates(_frame(data, flow, websocket_message))
 
 
