@@ -189,3 +189,63 @@ def test_a_warm_up_create_generates_nothing_and_its_id_chains(tmp_path: Path) ->
         turns = conn.execute("SELECT id, outcome FROM flows WHERE source = 'socket'").fetchall()
         first = conn.execute("SELECT count(*) FROM tool_calls WHERE turn_id = 's#1'").fetchone()
     assert sorted(turns) == [("s#1", "complete"), ("s#2", "complete")] and first == (0,)
+
+
+def test_steering_is_kept_and_said(tmp_path: Path) -> None:
+    """`response.steer` and the server's answers: kept raw on the socket, one line each."""
+    from convtap.record.recorder import Recorder
+    from convtap.redact.redactor import Redactor
+
+    lines: list[str] = []
+    rows: list[Any] = []
+
+    class Sink:
+        def put(self, row: Any) -> None:
+            rows.append(row)
+
+    recorder = Recorder(Sink(), Redactor(b"k"), lines.append)
+    recorder.handle(RequestSeen("s", "GET", "http://x" + PATH, "x", PATH, (), None, 1.0))
+    steer = {"type": "response.steer", "previous_response_id": "resp_1",
+             "input": [{"role": "user", "content": "shorter, please"}]}  # fmt: skip
+    over = {"code": "response_completed", "message": "the response is over"}
+    failed = {"type": "response.steer.failed", "response_id": "resp_1", "error": over}
+    recorder.handle(WebSocketMessage("s", True, json.dumps(steer), 2.0))
+    recorder.handle(WebSocketMessage("s", False, json.dumps(failed), 3.0))
+    recorder.handle(WebSocketEnded("s", 4.0))
+    assert lines == ["steer   steer  resp_1  1 input item(s)",
+                     "steer   steer.failed  resp_1  the response is over"]  # fmt: skip
+    kept = [row.event for row in rows if row.TABLE == "events"]
+    assert kept == ["ws:client", "ws:server"]
+
+
+def test_a_secret_streamed_across_delta_frames_is_not_kept(tmp_path: Path) -> None:
+    """The model repeats a key the user pasted, 4 characters a frame (`output_text.delta`):
+    no frame holds it whole, and none of it is stored in clear."""
+    db = tmp_path / "secret.db"
+    socket = Socket(db)
+    key = "sk-proj-" + "Q7wErTy9UiOp3AsDfGhJkL1z"
+    socket.send({"type": "response.create", "model": "gpt-5.1", "input": "repeat my key"})
+    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "in_progress",
+            "content": []}  # fmt: skip
+    text = f"Your key is {key}, keep it safe."
+    events = [{"type": "response.created", "response": {"id": "resp_1", "status": "in_progress",
+                                                       "output": []}},
+              {"type": "response.output_item.added", "output_index": 0, "item": item}]  # fmt: skip
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    events += [{"type": "response.output_text.delta", **where, "delta": text[n : n + 4]}
+               for n in range(0, len(text), 4)]  # fmt: skip
+    events.append({"type": "response.completed",
+                   "response": {"id": "resp_1", "status": "completed", "output": []}})  # fmt: skip
+    for event in events:
+        socket.receive(event)
+    socket.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("secret.db*") if p.is_file())
+    assert key.encode() not in stored and b"Q7wErTy9UiOp" not in stored
+    with sqlite3.connect(db) as conn:
+        frames = [json.loads(d) for (d,) in conn.execute(
+            "SELECT data FROM events WHERE event = 'ws:server' ORDER BY seq")]  # fmt: skip
+    assert len(frames) == len(events)  # every frame kept, in order, each still JSON
+    assert [f["type"] for f in frames] == [e["type"] for e in events]
+    streamed = "".join(f.get("delta", "") for f in frames)  # the text, as a client reads it
+    assert "Your key is " in streamed and key not in streamed and "Q7wErTy9" not in streamed
+    assert "<redacted:" in streamed

@@ -23,13 +23,16 @@ from convtap.redact.stream import StreamRedaction
 from convtap.store.database import SOCKET_TURN
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.wire.bounded import Bounded
+from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import OUTPUTS, ResponsesDecoder, ResponsesStream, ResponseSummary
 from convtap.wire.session import Endpoint
-from convtap.wire.sse import SSEEvent
+from convtap.wire.sse import SSEEvent, SSEParser, format_event
 
 MAX_WAITING = 1000  # creates on one lane waiting for their response (the oldest forgotten)
 MAX_SOCKETS = 1024  # sockets open at once
+STEERING = ("response.steer", "response.steer.accepted", "response.steer.pending",
+            "response.steer.failed")  # fmt: skip
 ENDS = {"response.completed": "complete", "response.failed": "failed",
         "response.incomplete": "incomplete"}  # fmt: skip
 
@@ -42,12 +45,14 @@ class ResponsesFlow:
 
 @dataclass
 class Socket:
-    """A Responses API WebSocket: its turns so far, and what each lane waits for."""
+    """A Responses API WebSocket: its turns so far, what each lane waits for, and what of the
+    server's frames is held back by their redaction."""
 
     flow_id: str
     url: str
     host: str
     path: str
+    redaction: StreamRedaction
     turns: int = 0
     waiting: dict[str | None, deque[str]] = field(default_factory=dict)  # lane -> creates
     streaming: dict[str | None, tuple[str, ResponsesDecoder]] = field(default_factory=dict)
@@ -100,6 +105,8 @@ class ResponsesSide:
     def flush_older(self, than: float) -> None:
         for flow in self.flows.values():
             flow.redaction.flush_older(than)
+        for socket in self.sockets.values():
+            socket.redaction.flush_older(than)
 
     def end(self, flow_id: str, body: bytes | None, at: float) -> bool:
         """The response is over: record its calls. `body` is a JSON answer (not streamed).
@@ -137,18 +144,27 @@ class ResponsesSide:
     # -- WebSocket mode ----------------------------------------------------------------------
 
     def socket_open(self, flow_id: str, url: str, host: str, path: str, source: str) -> None:
-        self.sockets[flow_id] = Socket(flow_id, url, host, path)
+        self.sockets[flow_id] = Socket(flow_id, url, host, path, StreamRedaction(self.out.redact))
 
     def socket_frame(self, flow_id: str, from_client: bool, text: str, at: float) -> None:
-        """One frame: kept raw (redacted) on the socket's flow, then read."""
+        """One frame: kept raw (redacted) on the socket's flow, then read. The server's frames
+        go through the socket's stream redaction (a secret the model streams in `*.delta`
+        frames is cut across them), held back as a stream's chunks are; a client frame sends
+        what is held first, so that the raw frames keep their order."""
         out = self.out
-        out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1, out.redact.text(text))
         socket = self.sockets.get(flow_id)
         event = loads_or_none(text)
+        if socket is None or not isinstance(event, dict) or from_client:
+            if socket is not None:
+                socket.redaction.flush()
+            out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1,
+                    out.redact.text(text))  # fmt: skip
         if socket is None or not isinstance(event, dict):
             return
         lane = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
         kind = event.get("type")
+        if kind in STEERING:  # kept raw; said as it happens
+            self._steering(socket, event, str(kind))
         if from_client:
             if kind == "response.create":  # a request: the fields of a POST body
                 turn = socket.turn()
@@ -166,8 +182,16 @@ class ResponsesSide:
                 self._turn(socket, turn, at, None)
             socket.streaming[lane] = (turn, ResponsesDecoder())
         streaming = socket.streaming.get(lane)
-        if streaming is not None:
-            streaming[1].feed_all([SSEEvent(str(kind), text)])
+        sse = SSEEvent(str(kind), text)
+        appended = Appended([], [], [])
+        decoder = streaming[1] if streaming is not None else ResponsesDecoder()  # or a scratch one
+        decoder.feed_all([sse], (), appended)
+
+        def keep(when: float, count: int, redacted: str) -> None:  # one frame, as SSE text
+            frame = SSEParser().feed(redacted.encode())
+            out.raw(flow_id, when, "ws:server", 1, frame[0].data if frame else redacted)
+
+        socket.redaction.chunk(at, format_event(sse), [sse], keep, appended, unread=False)
         if kind in ENDS and streaming is not None:
             self._socket_turn_over(socket, lane, 200, ENDS[str(kind)], at)
         elif kind == "error":
@@ -179,12 +203,23 @@ class ResponsesSide:
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
 
+    def _steering(self, socket: Socket, event: dict[str, Any], kind: str) -> None:
+        """Mid-turn steering: the client's `response.steer` and the server's answer to it."""
+        target = event.get("previous_response_id") or event.get("response_id") or "-"
+        items = event.get("input")
+        detail = f"{len(items)} input item(s)" if isinstance(items, list) else ""
+        error = event.get("error")
+        if isinstance(error, dict):
+            detail = str(error.get("message") or error.get("code") or "")
+        self.out.say(f"steer   {kind.removeprefix('response.')}  {target}  {detail}".rstrip())
+
     def socket_end(self, flow_id: str, at: float) -> None:
         """The socket closed: a response still streaming is cut (its calls so far are
         recorded), a create still waiting was never answered."""
         socket = self.sockets.pop(flow_id, None)
         if socket is None:
             return
+        socket.redaction.flush()
         for lane in list(socket.streaming):
             self._socket_turn_over(socket, lane, None, "interrupted: the socket closed", at)
         for waiting in socket.waiting.values():
