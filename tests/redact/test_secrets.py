@@ -8,6 +8,7 @@ import itertools
 import json
 import string
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -185,12 +186,7 @@ def test_no_secret_reaches_the_database_in_clear(
     if place == "url":
         entry["request"]["url"] = url
     folder = tmp_path_factory.mktemp("secret")
-    har = folder / "capture.har"
-    har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
-                                       "entries": [entry]}}))  # fmt: skip
-    db = folder / "capture.db"
-    [result] = import_into(db, [har])
-    assert result.error is None and result.imported == 1
+    db = imported(folder, entry)
     assert not leaked(secret, database_bytes(db)), (place, kind, key, secret)
     sse = folder / "body.sse"
     sse.write_bytes(stream)
@@ -259,11 +255,16 @@ def test_a_value_behind_an_exact_secret_key_in_a_delta_path_is_redacted(
     JSON: an exact key counted as a hint only when quoted as a JSON key. Found by Hypothesis."""
     secret = "0" * 24
     stream = stream_with("metadata-path", json.dumps(key), json.dumps(secret), [secret])
-    entry = har_entry(URL, user_turn(), stream, "2026-11-30T10:00:00.000Z")
-    har = tmp_path / "capture.har"
+    db = imported(tmp_path, har_entry(URL, user_turn(), stream, "2026-11-30T10:00:00.000Z"))
+    assert not leaked(secret, database_bytes(db))
+
+
+def imported(folder: Path, entry: dict[str, Any]) -> Path:
+    """A HAR of one entry imported into a new capture in `folder`; the capture."""
+    har = folder / "capture.har"
     har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
                                        "entries": [entry]}}))  # fmt: skip
-    db = tmp_path / "capture.db"
+    db = folder / "capture.db"
     [result] = import_into(db, [har])
     assert result.error is None and result.imported == 1
-    assert not leaked(secret, database_bytes(db))
+    return db
