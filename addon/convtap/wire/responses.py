@@ -106,9 +106,10 @@ class ResponsesDecoder:
         bad_utf8: Iterable[int] = (),
         into: Appended | None = None,
     ) -> list[DecoderEvent]:
-        """A parser's events, and where among them its bytes were not UTF-8; what they did
-        (with `into`, the text their `*.delta` events append, and every other event's data,
-        are added to it)."""
+        """A parser's events, and where among them its bytes were not UTF-8; what they did: a
+        `ControlEvent` for each typed event but the `*.delta` ones (which only grow an item:
+        read it from `summary()`), and the decode errors. With `into`, the text the `*.delta`
+        events append, and every other event's data, are added to it."""
         first = self.event_count
         found: list[DecoderEvent] = []
         for event in events:
@@ -151,8 +152,9 @@ class ResponsesDecoder:
             detail = "an event that is not a typed object"
             found.append(self._error(index, "unexpected-value", detail))
             return obj
-        found.append(ControlEvent(obj))
         kind = obj["type"]
+        if not kind.endswith(".delta"):  # a delta (most of a stream) changes only an item
+            found.append(ControlEvent(obj))
         if kind not in self.event_types and len(self.event_types) < MAX_KEPT:
             self.event_types.append(kind)
         response = obj.get("response")
@@ -272,14 +274,18 @@ class ResponsesStream:
     `TurnDecoder` (`convtap.wire.events.StreamDecoder`); `decoder` holds what the response
     said, read when it ends."""
 
-    def __init__(self, decoder: ResponsesDecoder | None = None) -> None:
+    def __init__(self, decoder: ResponsesDecoder | None = None, *, collect: bool = True) -> None:
         self.decoder = decoder or ResponsesDecoder()  # one response's, across its bodies
         self._parser = SSEParser()
+        # What the events append, for a redaction that reads it (the recorder); `convtap
+        # decode` does without (it costs a JSON dump of every delta event's other fields).
+        self._collect = collect
 
     def feed(self, chunk: bytes) -> Decoded:
         block = self._parser.read(chunk)
         appended = Appended([], [], [])
-        found = self.decoder.feed_all(block.events, block.bad_utf8, appended)
+        into = appended if self._collect else None
+        found = self.decoder.feed_all(block.events, block.bad_utf8, into)
         return Decoded(found, block.text, block.events, appended, block.unread_lines)
 
     def end_leg(self) -> bool:
@@ -325,7 +331,7 @@ def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
         if stripped.startswith(b"{"):
             decoder.whole(stripped)
             continue
-        stream = ResponsesStream(decoder)
+        stream = ResponsesStream(decoder, collect=False)
         stream.feed(body)
         stream.end_leg()
     return decoder
