@@ -176,7 +176,7 @@ def test_a_responses_socket_frame_is_shown_decoded() -> None:
               "input": [{"role": "user", "content": "Weather in Lisboa?"}, answer]}  # fmt: skip
     shown = render(json.dumps(create).encode(), flow, flow.websocket.messages[0])
     assert shown.splitlines() == [
-        "response.create: model gpt-5.1 · lane A · 1 tools (get_weather)",
+        "response.create: model gpt-5.1 · lane A · 1 tool (get_weather)",
         "── instructions: Be brief.",
         "── user: Weather in Lisboa?",
         "── ↩ function_call_output · call_id call_1: 21",

@@ -240,3 +240,41 @@ def test_a_missing_field_marks_its_nearest_parent() -> None:
     marked = marked_json(text, {("metadata", "is_visually_hidden_from_conversation"): ["r"]})
     assert '<mark data-rules="r" title="r">  "metadata": {},</mark>' in marked
     assert "<mark" not in marked_json(text, {("nothing", "here"): ["r"]})
+
+
+def exchanges(page_text: str) -> list[str]:
+    import html
+
+    return [
+        html.unescape(m) for m in re.findall(r'<pre class="exchange">(.*?)</pre>', page_text, re.S)
+    ]
+
+
+def test_a_responses_exchange_reads_as_a_conversation(tmp_path: Path) -> None:
+    """Each Responses request, over HTTP or over a socket: its input in order, then its answer's
+    items (the assistant's text, calls with their call_id); markup in it stays text."""
+    from tests.record.test_responses_socket import TOOLS, Socket, calls_of
+
+    db = tmp_path / "socket.db"
+    socket = Socket(db)
+    first = socket.turn({"model": "gpt-5.1", "tools": TOOLS, "input": "<b>weather</b>?",
+                         "instructions": "Be brief.\nNever guess."})  # fmt: skip
+    (call,) = calls_of(first)
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}
+    socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [output]})
+    socket.close()
+    text = convtap("report", "--db", str(db), "--output", str(tmp_path / "r.html"))
+    assert text.returncode == 0, text.stderr
+    page_text = (tmp_path / "r.html").read_text()
+    assert "<b>weather</b>" not in page_text  # escaped
+    asked, answered = exchanges(page_text)
+    assert asked.splitlines()[:3] == [
+        "model gpt-5.1 · 1 tool (get_weather)",
+        "── instructions: Be brief.",
+        "── user: <b>weather</b>?",
+    ]
+    assert f"── ⚙ function_call get_weather · call_id {call['call_id']}:" in asked
+    assert (
+        answered.splitlines()[1] == f"── ↩ function_call_output · call_id {call['call_id']}: 21 C"
+    )
+    assert answered.splitlines()[2].startswith("── assistant: ")

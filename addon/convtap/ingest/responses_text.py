@@ -69,7 +69,8 @@ def request_lines(body: dict[str, Any]) -> list[str]:
     tools = body.get("tools") if isinstance(body.get("tools"), list) else []
     if tools:
         names = [str(t.get("name") or t.get("type")) for t in tools if isinstance(t, dict)]
-        head.append(f"{len(tools)} tools ({fold(', '.join(names), 80)})")
+        plural = "s" if len(tools) != 1 else ""
+        head.append(f"{len(tools)} tool{plural} ({fold(', '.join(names), 80)})")
     lines = [" · ".join(head)]
     if isinstance(body.get("instructions"), str):
         first = (body["instructions"].strip().splitlines() or [""])[0]

@@ -241,7 +241,13 @@ class ResponsesSide:
         error: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         turn, decoder = socket.streaming.pop(lane)
-        body = self.out.redact.dumps(error) if error is not None else None
-        self.out.put(FlowRow(turn, status=status, response_body=body, ended_at=at,
-                             outcome=outcome))  # fmt: skip
-        self._calls(turn, decoder.summary(), at)
+        response = decoder.summary()
+        # The turn's answer as one object (its frames are the socket's, among the others): what
+        # the report reads; an error frame when there was one.
+        answer = error if error is not None else {
+            "id": response.response_id, "status": response.status,
+            "output": response.output_items,
+        }  # fmt: skip
+        self.out.put(FlowRow(turn, status=status, response_body=self.out.redact.dumps(answer),
+                             ended_at=at, outcome=outcome))  # fmt: skip
+        self._calls(turn, response, at)

@@ -18,8 +18,10 @@ from typing import Any
 import sqlite_utils
 
 from convtap.contract.registry import registry
+from convtap.ingest.responses_text import item_line, request_lines
 from convtap.store import report_queries as queries
 from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.responses import ResponsesStream
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ class Step:
     kind: str
     info: dict[str, Any]  # the turn's or the flow's columns; empty when neither is recorded
     items: Iterator[Item]
+    exchange: list[str] = field(default_factory=list)  # a Responses request read as a dialogue
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,22 @@ def _steps(capture: sqlite_utils.Database, rows: Iterable[dict[str, Any]]) -> It
         info = queries.step_info(capture, step_id)
         kind = "turn" if info.get("turn") else str(info.get("kind") or "request")
         items = (item for row in group if (item := _item(capture, row)) is not None)
-        yield Step(step_id, kind, info, items)
+        exchange = _exchange(capture, step_id) if kind == "responses" else []
+        yield Step(step_id, kind, info, items, exchange)
+
+
+def _exchange(capture: sqlite_utils.Database, step_id: str) -> list[str]:
+    """A Responses request as a conversation reads it: its input, then its answer's items."""
+    request, answer, events = queries.step_exchange(capture, step_id)
+    body = loads_or_none(request) if request else None
+    lines = request_lines(body) if isinstance(body, dict) else []
+    stream = ResponsesStream(collect=False)
+    for text in events:
+        stream.feed(text.encode("utf-8", "surrogatepass"))
+    parsed = loads_or_none(answer) if answer else None
+    if isinstance(parsed, dict):
+        stream.decoder.response(parsed)
+    return lines + [item_line(item) for item in stream.summary().output_items]
 
 
 def _item(capture: sqlite_utils.Database, row: dict[str, Any]) -> Item | None:

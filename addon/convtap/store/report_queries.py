@@ -84,6 +84,22 @@ def _order(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(row[name] for name in ORDER)
 
 
+def step_exchange(
+    capture: sqlite_utils.Database, step_id: str
+) -> tuple[str | None, str | None, Iterator[str]]:
+    """A Responses request's body, its JSON answer (when not streamed, or a socket's turn), and
+    its raw stream's text, streamed."""
+    row = next(capture.query(EXCHANGE, [step_id]), None)
+    if row is None:
+        return None, None, iter(())
+    events = (r["data"] for r in capture.query(EXCHANGE_EVENTS, [step_id]))
+    return row["request_body"], row["response_body"], events
+
+
+EXCHANGE = "SELECT request_body, response_body FROM flows WHERE id = ? AND kind = 'responses'"
+EXCHANGE_EVENTS = "SELECT data FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
+
+
 def step_info(capture: sqlite_utils.Database, step_id: str) -> dict[str, Any]:
     """A step's columns: its turn's (`turn` 1), else its flow's (`turn` 0), else empty."""
     info = next(capture.query(STEP_TURN, [step_id]), None)
