@@ -19,7 +19,7 @@ from convtap.mock.refclient import RefClient
 from convtap.mock.server import MockServer
 from jsonschema import Draft202012Validator
 
-from tests.harness import record
+from tests.harness import mitmdump, record
 from tests.runner import convtap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,3 +247,24 @@ def test_the_codex_cli_runs_against_the_mock(tmp_path: Path, transport: str) -> 
     assert all(f["evidence"]["actual"]["namespace"] == "agent" for f in named)
     kinds = {kind for kind, _ in socket_kinds(db)}
     assert ("responses-socket" in kinds) == (transport == "websocket")
+
+
+def test_a_socket_session_saved_by_mitmproxy_imports_to_the_same_calls(tmp_path: Path) -> None:
+    """mitmproxy's own flow file of a WebSocket-mode session (`save_stream_file`), imported:
+    the same calls, answered and accepted, as recorded live."""
+    flows = tmp_path / "flows.mitm"
+    with (
+        MockServer("declared", seed=5) as mock,
+        mitmdump(tmp_path, f"reverse:{mock.url}", f"save_stream_file={flows}") as proxy,
+    ):
+        run_client("openai_client.py", proxy.url + "/v1", "--websocket", "--previous")
+        proxy.stop()
+
+    def calls(db: Path) -> list[tuple[str, int, int]]:
+        listed = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+        return sorted((c["tool"], c["answered"], c["accepted"]) for c in listed)
+
+    imported = tmp_path / "imported.db"
+    done = convtap("import", str(flows), "--db", str(imported))
+    assert done.returncode == 0, done.stderr
+    assert calls(imported) == calls(proxy.db) == [("get_weather", 1, 1), ("schedule", 1, 1)]

@@ -249,3 +249,30 @@ def test_a_secret_streamed_across_delta_frames_is_not_kept(tmp_path: Path) -> No
     streamed = "".join(f.get("delta", "") for f in frames)  # the text, as a client reads it
     assert "Your key is " in streamed and key not in streamed and "Q7wErTy9" not in streamed
     assert "<redacted:" in streamed
+
+
+def test_a_chain_that_mixes_http_and_the_socket_pairs_across_them(tmp_path: Path) -> None:
+    """The first response over HTTP, its outputs over a socket naming it by
+    previous_response_id: paired, accepted, no finding."""
+    from convtap.journal.events import BodyChunk, ResponseEnded, ResponseStarted
+
+    db = tmp_path / "mixed.db"
+    socket = Socket(db)
+    create = {"model": "gpt-5.1", "tools": TOOLS, "input": "weather?", "stream": True}
+    events = socket.answer(create)
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    sse = (("content-type", "text/event-stream"),)
+    handle = socket.recorder.handle
+    handle(RequestSeen("h", "POST", "http://x" + PATH, "x", PATH, (), json.dumps(create).encode(),
+                       1.5))  # fmt: skip
+    handle(ResponseStarted("h", 200, sse))
+    handle(BodyChunk("h", body, 1.6))
+    handle(ResponseEnded("h", 200, sse, None, "complete", 1.7))
+    first = events[-1]["response"]
+    (call,) = calls_of(first)
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}
+    socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [output]})
+    socket.close()
+    (row,) = [r for r in ledger(db) if r["call_id"] == call["call_id"]]
+    assert (row["turn_id"], row["answered"], row["accepted"]) == ("h", 1, 1)
+    assert [f.rule for f in audit_capture(db).findings] == []
