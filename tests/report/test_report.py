@@ -278,3 +278,4 @@ def test_a_responses_exchange_reads_as_a_conversation(tmp_path: Path) -> None:
         answered.splitlines()[1] == f"── ↩ function_call_output · call_id {call['call_id']}: 21 C"
     )
     assert answered.splitlines()[2].startswith("── assistant: ")
+    assert "<b>function_call</b> <b>get_weather</b>" in page_text  # the call's card names it

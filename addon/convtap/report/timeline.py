@@ -136,6 +136,12 @@ class Call:
     stages: list[Stage]
     returns: list[Return]
     findings: list[Finding]  # those on no particular return
+    namespace: str | None = None  # Responses API: the namespace tool of the function called
+
+    @property
+    def name(self) -> str | None:
+        """The tool called, as a Responses client names it (`crm.lookup`)."""
+        return ".".join(p for p in (self.namespace, self.tool) if p) or None
 
     @property
     def flagged(self) -> bool:
@@ -242,4 +248,4 @@ def _call(capture: sqlite_utils.Database, call_id: str, message: Message | None)
     ]
     return Call(row["call_id"], row["protocol"], row["tool"], row["kind"], row["recipient"],
                 row["item_id"], row["called_at"], row["arguments"], row["arguments_text"] or "",
-                message, stages, returns, loose)  # fmt: skip
+                message, stages, returns, loose, row.get("namespace"))  # fmt: skip
