@@ -382,3 +382,20 @@ def test_a_closed_standard_stream_is_no_traceback(
     ran = subprocess.run(["sh", "-c", f"exec {command} {redirect}"], capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert ran.returncode == code and ran.stderr.strip() == said, ran.stderr
+
+
+def test_a_busy_listen_port_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """`convtap record` on a port another program holds: convtap's own line (naming
+    --listen-port), exit 2, and no database or journal made (mitmproxy's hint, exit 1 and a new
+    database were what a user got)."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        db = tmp_path / "new.db"
+        ran = convtap("record", "--listen-port", str(port), "--db", str(db))
+    one_line_error(ran)
+    assert f"127.0.0.1:{port}" in ran.stderr and "--listen-port" in ran.stderr
+    assert list(tmp_path.iterdir()) == []

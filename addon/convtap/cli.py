@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import sys
 import time
 from importlib import resources
@@ -57,6 +58,22 @@ def main() -> None:
     for name in ("stdout", "stderr"):  # started with it closed (`>&-`): what it says goes nowhere
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115
+
+
+def port_in_use(host: str, port: int) -> str | None:
+    """Why `port` cannot be listened on (mitmproxy would stop with its own hint and a new
+    database left behind), or None. A check before the proxy starts: a race with another
+    program remains, and mitmproxy's own error covers it."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as mitmproxy binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def fail(message: str) -> NoReturn:
@@ -237,6 +254,9 @@ def record(
     from convtap.record.worker import catch_up as record_journal
     from convtap.store.database import StoreError, check_database
 
+    if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
+        fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
+             "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
     if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
         click.echo(f"nothing to catch up: no journal beside {db}")
         return

@@ -96,6 +96,10 @@ def test_sarif_validates_against_the_2_1_0_schema(faulty_db: Path) -> None:
         ("prepare-missing", "warning"),
         ("return-recipient", "error"),
     ]
+    # No link to a page that does not exist (the rule's whole text is in `help`).
+    driver = sarif["runs"][0]["tool"]["driver"]
+    assert "informationUri" not in driver and not any("helpUri" in r for r in driver["rules"])
+    assert all("Source: docs/protocol.md" in r["help"]["text"] for r in driver["rules"])
     with pytest.raises(jsonschema.ValidationError):  # the schema does catch a broken log
         jsonschema.validate({**sarif, "version": "9"}, schema)
 

@@ -13,7 +13,6 @@ from convtap.contract.registry import SEVERITIES, Finding, Rule, registry
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-INFO_URI = "https://github.com/convtap/convtap#rules"
 
 
 def convtap_version() -> str:
@@ -123,7 +122,6 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.explanation.strip()},
         "help": {"text": f"{rule.explanation.strip()}\n\nSource: {rule.seed}"},
-        "helpUri": f"{INFO_URI}-{rule.id}",
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {"tags": ["protocol", "tool-return"]},
     }
@@ -178,7 +176,6 @@ def sarif(result: AuditResult, source: str) -> dict[str, Any]:
                     "driver": {
                         "name": "convtap",
                         "version": convtap_version(),
-                        "informationUri": INFO_URI,
                         "rules": [_sarif_rule(r) for r in rules],
                     }
                 },
