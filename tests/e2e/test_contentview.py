@@ -192,3 +192,16 @@ def test_a_responses_socket_frame_is_shown_decoded() -> None:
     assert "error · status 400: No tool call found" in render(
         json.dumps(error).encode(), flow, flow.websocket.messages[0]
     )
+
+
+def test_viewing_saved_flows_makes_no_database(saved: Saved, tmp_path: Path) -> None:
+    """`mitmdump -nr flows.mitm -s …` with no convtap_db: the flows shown decoded, and no
+    `captures/capture.db` made where it runs (it was)."""
+    args = [str(MITMDUMP), "-nr", str(saved.flows), "-s", str(ADDON), "--set", "flow_detail=3",
+            "--set", f"confdir={tmp_path / 'conf'}"]  # fmt: skip
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert "encoding v1" in proc.stdout  # the view still decodes
+    assert [p.name for p in work.rglob("*")] == []

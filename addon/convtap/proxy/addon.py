@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
@@ -91,6 +91,9 @@ class ConvtapAddon:
         options = {"convtap_db", "convtap_redact", "convtap_echo", "convtap_worker"}
         if self.backend is None or updated & options:
             o = ctx.options
+            if _viewing(o):  # `mitmdump -nr FLOWS`: the views, and no database made
+                self.close()
+                return
             try:
                 check_database(o.convtap_db)
                 self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
@@ -236,6 +239,12 @@ class ConvtapAddon:
         log.warning("convtap: failed on flow %s: %s", flow_id, text)
         with contextlib.suppress(Exception):
             self.send(OwnFailure(flow_id, text))
+
+
+def _viewing(options: Any) -> bool:
+    """Flows read from a file (`-r` / `-nr`) with no `convtap_db` named: someone looking at
+    saved flows, whom the content view serves; recording them is asked for by naming one."""
+    return bool(getattr(options, "rfile", None)) and not options.has_changed("convtap_db")
 
 
 def _nowhere(data: bytes, at: float) -> None:
