@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,3 +211,24 @@ def test_traffic_left_in_the_journal_is_said_and_caught_up(tmp_path: Path) -> No
     fresh = tmp_path / "fresh.db"
     assert "nothing to catch up" in convtap("record", "--catch-up", "--db", str(fresh)).stdout
     assert not fresh.exists()  # no database made for nothing
+
+
+def test_calls_and_audit_text_fit_120_columns_unless_wide(tmp_path: Path) -> None:
+    """The demo's capture (UUIDs, long Responses ids, the longest rule ids): every line of
+    `calls` and `audit` fits 120 columns; `--wide` gives ids whole."""
+    db = tmp_path / "demo.db"
+    assert convtap("demo", "--db", str(db)).returncode == 0
+    for command in (["calls"], ["audit", "--fail-on", "never"]):
+        text = convtap(*command, "--db", str(db)).stdout
+        assert max(map(len, text.splitlines())) <= 120, text
+        wide = convtap(*command, "--db", str(db), "--wide").stdout
+        assert max(map(len, wide.splitlines())) > 120
+    calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    wide = convtap("calls", "--db", str(db), "--wide").stdout
+    assert all(c["call_id"] in wide for c in calls)
+    narrow = convtap("calls", "--db", str(db)).stdout
+    assert all(c["call_id"][:13] + "…" in narrow for c in calls if len(c["call_id"]) > 14)
+    audit = convtap("audit", "--db", str(db), "--fail-on", "never").stdout.splitlines()
+    rules = [line for line in audit if line.startswith(("    error", "    warning"))]
+    starts = {re.match(r" +\S+ +\S+ +", line).end() for line in rules}  # type: ignore[union-attr]
+    assert len(starts) == 1  # every message starts in one column, whatever its rule id

@@ -400,7 +400,10 @@ def reprocess(db: Path) -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def calls(db: Path, fmt: str) -> None:
+@click.option(
+    "--wide", is_flag=True, help="Ids and tool names whole (else the table fits 120 columns)."
+)
+def calls(db: Path, fmt: str, wide: bool) -> None:
     """The call ledger: one row per tool call, with its return and what became of it.
 
     \b
@@ -418,12 +421,21 @@ def calls(db: Path, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
-    click.echo(render_ledger(rows))
+    click.echo(render_ledger(rows, wide=wide))
 
 
-def render_ledger(rows: list[dict[str, Any]]) -> str:
+ID_WIDTH, TOOL_WIDTH = 14, 24  # columns of an id and a tool name in `calls` (120 in all)
+
+
+def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+    """The ledger as a table that fits 120 columns: ids and tool names cut (`…`) unless
+    `wide`; `--format json` has them whole."""
     if not rows:
         return "no tool calls recorded"
+
+    def cut(text: str, width: int) -> str:
+        return text if wide or len(text) <= width else text[: width - 1] + "…"
+
     header = ("tool", "call id", "conversation", "called at", "return id", "answered",
               "accepted", "continued", "findings")  # fmt: skip
     table = [header]
@@ -434,9 +446,10 @@ def render_ledger(rows: list[dict[str, Any]]) -> str:
         tool = r["recipient"]
         if r["protocol"] == "responses":  # a function of a namespace tool: namespace.name
             tool = ".".join(filter(None, (r.get("namespace"), r["tool"])))
+        conversation, returned = r["conversation_id"] or "-", r["return_id"] or "-"
         table.append((
-            tool, r["call_id"], r["conversation_id"] or "-", called,
-            r["return_id"] or "-", _yes(r["answered"]), _yes(r["accepted"]),
+            cut(tool or "-", TOOL_WIDTH), cut(r["call_id"], ID_WIDTH), cut(conversation, ID_WIDTH),
+            called, cut(returned, ID_WIDTH), _yes(r["answered"]), _yes(r["accepted"]),
             _yes(r["continued"]), str(r["findings"]),
         ))  # fmt: skip
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
@@ -469,7 +482,8 @@ def _yes(value: bool) -> str:
 @click.option(
     "--rule", "rules", multiple=True, metavar="ID", help="Report only these rules (repeatable)."
 )
-def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
+@click.option("--wide", is_flag=True, help="Text as long as it is (else it fits 120 columns).")
+def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool) -> None:
     """Check every tool return in a capture against the contract and report the findings.
 
     Exit 0 when no finding is at or above --fail-on, 1 when there is one, 2 on bad usage or an
@@ -494,7 +508,7 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...]) -> None:
     except StoreError as exc:
         fail(str(exc))
     say_unrecorded(db)
-    output = render(result, fmt, str(db))
+    output = render(result, fmt, str(db), wide=wide)
     if output:
         click.echo(output)
     if not result.stored:

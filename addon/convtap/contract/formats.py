@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import defaultdict
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -22,7 +23,10 @@ def convtap_version() -> str:
         return "0.0.0"
 
 
-def render(result: AuditResult, fmt: str, source: str) -> str:
+WIDTH = 120  # columns the text formats fit (`wide`: as long as their values are)
+
+
+def render(result: AuditResult, fmt: str, source: str, *, wide: bool = False) -> str:
     if fmt == "json":
         return json.dumps(result.to_json(), ensure_ascii=False, indent=2)
     if fmt == "junit":
@@ -31,7 +35,7 @@ def render(result: AuditResult, fmt: str, source: str) -> str:
         return json.dumps(sarif(result, source), ensure_ascii=False, indent=2)
     if fmt == "github":
         return github(result)
-    return text(result)
+    return text(result, wide=wide)
 
 
 def _subject(finding: Finding) -> str:
@@ -43,8 +47,17 @@ def _subject(finding: Finding) -> str:
     return f"request {finding.flow_id}"
 
 
-def text(result: AuditResult) -> str:
-    """Grouped by conversation, then by call (or request), most severe first."""
+def text(result: AuditResult, *, wide: bool = False) -> str:
+    """Grouped by conversation, then by call (or request), most severe first; lines fit
+    `WIDTH` columns (a long message wraps under itself) unless `wide`."""
+    column = max(len(rule_id) for rule_id in registry())  # every rule id aligns
+    indent = " " * (4 + 8 + column + 1)
+
+    def fit(line: str) -> list[str]:
+        if wide or len(line) <= WIDTH:
+            return [line]
+        return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
     grouped: dict[str, dict[str, list[Finding]]] = defaultdict(lambda: defaultdict(list))
     for finding in result.findings:
         grouped[finding.conversation_id or "(no conversation yet)"][_subject(finding)].append(
@@ -56,13 +69,11 @@ def text(result: AuditResult) -> str:
         for subject, findings in subjects.items():
             lines.append(f"  {subject}")
             for f in sorted(findings, key=lambda f: SEVERITIES.index(f.severity)):
-                lines.append(f"    {f.severity:<7} {f.rule:<22} {f.message}")
+                lines += fit(f"    {f.severity:<7} {f.rule:<{column}} {f.message}")
                 evidence = f.evidence
                 if "expected" in evidence:
-                    lines.append(
-                        f"{'':34}expected {_short(evidence['expected'])}, "
-                        f"got {_short(evidence['actual'])}"
-                    )
+                    expected, got = _short(evidence["expected"]), _short(evidence["actual"])
+                    lines += fit(f"{indent}expected {expected}, got {got}")
         lines.append("")
     summary = result.summary()
     counts = ", ".join(
