@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -120,3 +121,21 @@ def test_rules_lists_and_explains() -> None:
     one = json.loads(convtap("rules", "return-hidden", "--format", "json").stdout)
     assert one["severity"] == "warning" and one["good"]
     assert convtap("rules", "nope").returncode == 2
+
+
+def test_a_first_turns_finding_goes_to_the_conversation_the_server_assigned(
+    tmp_path: Path,
+) -> None:
+    """`handoff-missing` on a first turn's request is made before the stream names the
+    conversation: recorded (live or imported) and audited, it goes to that conversation, never
+    to "(no conversation yet)" (the report showed the turn twice)."""
+    db = tmp_path / "first.db"
+    har = ROOT / "captures" / "examples" / "rules" / "handoff-missing" / "fail.har"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        assigned = conn.execute("SELECT DISTINCT conversation_id FROM turns").fetchall()
+        recorded = conn.execute("SELECT rule, conversation_id FROM findings").fetchall()
+    assert recorded == [("handoff-missing", assigned[0][0])]
+    audited = json.loads(convtap("audit", "--db", str(db), "--format", "json").stdout)
+    assert [f["conversation_id"] for f in audited["findings"]] == [assigned[0][0]]
+    assert "no conversation yet" not in convtap("audit", "--db", str(db)).stdout

@@ -7,7 +7,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ from convtap.store.database import (
     journal_position,
     open_readonly,
     replace_findings,
+    turn_conversations,
     writable,
 )
+from convtap.store.rows import FindingRow
 from convtap.wire.jsonvalue import dumps
 
 
@@ -92,6 +94,15 @@ def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
     db = connect(path, create=False) if stored else open_readonly(path)
     try:
         findings, answers = audit(audit_timeline(db))
+        # a first turn's request is audited before its conversation is named: the server's
+        assigned = turn_conversations(
+            db, {f.flow_id for f in findings if f.conversation_id is None and f.flow_id}
+        )
+        findings = [
+            replace(f, conversation_id=assigned[f.flow_id])
+            if f.conversation_id is None and f.flow_id in assigned else f
+            for f in findings
+        ]  # fmt: skip
         if stored:
             now = time.time()
             replace_findings(db, [finding_row(f, now) for f in findings])
@@ -103,11 +114,13 @@ def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
     return AuditResult(calls, answers, findings, stored)
 
 
-def finding_row(finding: Finding, at: float) -> dict[str, Any]:
-    row = asdict(finding)
-    row["evidence"] = dumps(row["evidence"])
-    row["created_at"] = at
-    return row
+def finding_row(finding: Finding, at: float) -> FindingRow:
+    return FindingRow(
+        rule=finding.rule, severity=finding.severity, message=finding.message,
+        conversation_id=finding.conversation_id, call_id=finding.call_id,
+        return_id=finding.return_id, flow_id=finding.flow_id, evidence=dumps(finding.evidence),
+        created_at=at,
+    )  # fmt: skip
 
 
 @dataclass

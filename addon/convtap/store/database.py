@@ -34,8 +34,9 @@ from convtap.contract.audit import (
     ResponsesRequest,
 )
 from convtap.contract.returns import Call
-from convtap.store.rows import Row
+from convtap.store.rows import FindingRow, Row
 from convtap.store.schema import (
+    FINDING_CONVERSATION,
     INDEX_TEXT,
     KEEP_ON_UPDATE,
     LINK,
@@ -477,13 +478,23 @@ def count_calls(db: sqlite_utils.Database) -> int:
     return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
 
 
-def replace_findings(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> None:
+def replace_findings(db: sqlite_utils.Database, rows: list[FindingRow]) -> None:
     with db.conn:
         db.execute("DELETE FROM findings")
-        if rows:
-            columns = tuple(rows[0])
-            db.conn.executemany(insert_sql("insert", "findings", columns),
-                                [tuple(r.values()) for r in rows])  # fmt: skip
+        for row in rows:
+            columns, values = row.columns()
+            db.conn.execute(insert_sql(row.KIND, row.TABLE, columns), values)
+        db.execute(FINDING_CONVERSATION)
+
+
+def turn_conversations(db: sqlite_utils.Database, turn_ids: set[str]) -> dict[str, str]:
+    """The conversation the server assigned to each of these turns (those it named one)."""
+    found: dict[str, str] = {}
+    for turn_id in turn_ids:
+        row = db.execute("SELECT conversation_id FROM turns WHERE id = ?", [turn_id]).fetchone()
+        if row is not None and row[0] is not None:
+            found[turn_id] = row[0]
+    return found
 
 
 DERIVED = (

@@ -188,7 +188,14 @@ INDEXES = [
 
 # Pair returns with calls: by the request's parent_message_id first, else by the call_id the
 # return's body names: `convtap.wire.session.answered_call` in SQL (a test holds them equal).
+# A finding on a first turn's request is made before the server names the conversation (in the
+# stream that answers it): it goes to the conversation the server assigned to that turn.
+FINDING_CONVERSATION = """UPDATE findings SET conversation_id =
+    (SELECT t.conversation_id FROM turns t WHERE t.id = findings.flow_id)
+    WHERE conversation_id IS NULL AND flow_id IN
+    (SELECT id FROM turns WHERE conversation_id IS NOT NULL)"""
 LINK = [
+    FINDING_CONVERSATION,
     """UPDATE tool_returns SET call_id = parent_message_id
        WHERE call_id IS NULL AND parent_message_id IN (SELECT call_id FROM tool_calls)""",
     """UPDATE tool_returns SET call_id = body_call_id
