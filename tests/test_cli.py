@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,6 +229,9 @@ def test_calls_and_audit_text_fit_120_columns_unless_wide(tmp_path: Path) -> Non
     assert all(c["call_id"] in wide for c in calls)
     narrow = convtap("calls", "--db", str(db)).stdout
     assert all(c["call_id"][:13] + "…" in narrow for c in calls if len(c["call_id"]) > 14)
+    with sqlite3.connect(db) as conn:  # the demo's client says who it is (the report shows it)
+        clients = {c for (c,) in conn.execute("SELECT DISTINCT client FROM flows")}
+    assert any(c and c.startswith("convtap-refclient/") for c in clients), clients
     audit = convtap("audit", "--db", str(db), "--fail-on", "never").stdout.splitlines()
     rules = [line for line in audit if line.startswith(("    error", "    warning"))]
     starts = {re.match(r" +\S+ +\S+ +", line).end() for line in rules}  # type: ignore[union-attr]

@@ -8,6 +8,7 @@ import base64
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -226,6 +227,16 @@ def test_the_rule_filter_from_the_url_fragment(
     assert [name for name, visible in calls if visible] == [
         "call-b6d6e3a6-af6f-4a78-a649-8e3935182fcc"
     ]
+    counter = browser.evaluate("document.getElementById('shown').textContent")
+    assert re.fullmatch(r"showing \d+ of \d+ items: 1 call or return, 1 finding", counter), counter
+    tools = browser.evaluate(
+        "[...document.querySelectorAll('[name=tool] option')].map(o => o.value)"
+    )
+    assert (
+        tools[0] == ""
+        and "get_weather" in tools
+        and not [t for t in tools if t.endswith("_output")]
+    )
 
 
 def test_rule_and_severity_together_and_the_filter_function(

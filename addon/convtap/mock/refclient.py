@@ -285,6 +285,7 @@ class RefClient:
         conn, prefix = self._connect()
         all_headers = {
             "Authorization": "Bearer convtap-refclient",
+            "User-Agent": "convtap-refclient/1 (the reference client of convtap mock)",
             "Accept-Encoding": "gzip",
             "oai-device-id": "convtap-refclient",
             **(headers or {}),

@@ -137,8 +137,10 @@ CLIENTS = """SELECT client, sum(source = 'flow'), sum(source = 'turn') FROM (
     SELECT client, 'flow' AS source FROM flows UNION ALL SELECT client, 'turn' FROM turns)
 WHERE client IS NOT NULL GROUP BY client ORDER BY 2 DESC, 1"""
 
+# A Responses output's `tool` is its item type (function_call_output): no tool's name.
 TOOLS = """SELECT tool FROM tool_calls WHERE tool IS NOT NULL
-UNION SELECT tool FROM tool_returns WHERE call_id IS NULL AND tool IS NOT NULL ORDER BY 1"""
+UNION SELECT tool FROM tool_returns WHERE call_id IS NULL AND tool IS NOT NULL
+    AND protocol IS NOT 'responses' ORDER BY 1"""
 
 ERRORS = """(CASE WHEN json_valid(t.errors) AND json_type(t.errors) = 'array'
     THEN t.errors ELSE '[]' END)"""
