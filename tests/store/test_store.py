@@ -208,3 +208,20 @@ def test_the_store_pairs_a_return_as_the_pairing_function_does(
     assert stored == {
         f"r{n}": answered_call(parent, body, known) for n, (parent, body) in enumerate(returns)
     }
+
+
+def test_the_canned_queries_cover_both_protocols(tmp_path: Path) -> None:
+    """`open_calls` lists an unanswered Responses call too (it counted local calls only), and
+    `returns_per_client` names the client of Responses outputs (it said "(unknown)")."""
+    from tests.runner import convtap
+
+    db = tmp_path / "demo.db"
+    assert convtap("demo", "--db", str(db)).returncode == 0
+    queries = json.loads(DATASETTE.read_text())["databases"]["capture"]["queries"]
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.row_factory = sqlite3.Row
+        open_calls = [dict(r) for r in conn.execute(queries["open_calls"]["sql"])]
+        per_client = [dict(r) for r in conn.execute(queries["returns_per_client"]["sql"])]
+    assert [(c["protocol"], c["tool"]) for c in open_calls] == [("responses", "get_weather")]
+    assert {(r["client"].split("/")[0], r["protocol"]) for r in per_client} == {
+        ("convtap-refclient", "f-conversation"), ("convtap-refclient", "responses")}  # fmt: skip

@@ -145,7 +145,7 @@ class Recorder:
         elif kind == Endpoint.RESPONSES:
             self.responses.request(ev.flow_id, body, ev.at)
         elif kind == Endpoint.RESPONSES_SOCKET:
-            self.responses.socket_open(ev.flow_id, ev.url, ev.host, ev.path, ev.source)
+            self.responses.socket_open(ev.flow_id, ev.url, ev.host, ev.path, client)
         elif kind == Endpoint.RESUME:
             state.turn = self.conversation.resume_turn(ev.flow_id, conversation_id, ev.at)
         out.put(FlowRow(

@@ -53,6 +53,7 @@ class Socket:
     host: str
     path: str
     redaction: StreamRedaction
+    client: str | None
     turns: int = 0
     waiting: dict[str | None, deque[str]] = field(default_factory=dict)  # lane -> creates
     streaming: dict[str | None, tuple[str, ResponsesDecoder]] = field(default_factory=dict)
@@ -143,8 +144,10 @@ class ResponsesSide:
 
     # -- WebSocket mode ----------------------------------------------------------------------
 
-    def socket_open(self, flow_id: str, url: str, host: str, path: str, source: str) -> None:
-        self.sockets[flow_id] = Socket(flow_id, url, host, path, StreamRedaction(self.out.redact))
+    def socket_open(self, flow_id: str, url: str, host: str, path: str, client: str | None) -> None:
+        """A socket opened; `client` is who opened it (its user agent, redacted)."""
+        redaction = StreamRedaction(self.out.redact)
+        self.sockets[flow_id] = Socket(flow_id, url, host, path, redaction, client)
 
     def socket_frame(self, flow_id: str, from_client: bool, text: str, at: float) -> None:
         """One frame: kept raw (redacted) on the socket's flow, then read. The server's frames
@@ -231,6 +234,7 @@ class ResponsesSide:
         self.out.put(FlowRow(
             turn, kind=Endpoint.RESPONSES, method="WS", url=self.out.redact.url(socket.url),
             host=socket.host, path=self.out.redact.url(socket.path.split("?", 1)[0]),
+            client=socket.client,
             request_body=None if create is None else self.out.redact.dumps(create),
             turn_id=socket.flow_id, started_at=at,
             source=SOCKET_TURN,
