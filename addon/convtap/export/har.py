@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from http import HTTPStatus
 from importlib import metadata
@@ -33,6 +32,7 @@ import sqlite_utils
 
 from convtap.export.blank import dump, shape_value
 from convtap.export.blank_stream import FrameShaper, SseShaper, StreamShaper
+from convtap.export.files import write_output
 from convtap.record.recorder import is_event_stream
 from convtap.store.database import StoreError, iter_events, iter_flows, open_readonly
 from convtap.wire.bounded import Bounded
@@ -55,24 +55,9 @@ def export_har(db_path: Path, output: Path, *, blank_words: bool = False) -> int
         raise StoreError(f"{output} is the capture itself: choose another file")
     db = open_readonly(db_path)
     try:
-        return _write_whole(output, lambda handle: write_har(db, handle, blank_words=blank_words))
+        return write_output(output, lambda handle: write_har(db, handle, blank_words=blank_words))
     finally:
         db.conn.close()
-
-
-def _write_whole(output: Path, write: Callable[[TextIO], int]) -> int:
-    """Write into a new file beside `output` (mode 0600: it holds the conversations), then
-    put it in place, so that a failure leaves nothing half written."""
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            count = write(handle)
-        os.replace(partial, output)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return count
 
 
 def write_har(db: sqlite_utils.Database, handle: TextIO, *, blank_words: bool = False) -> int:

@@ -8,14 +8,13 @@ piece from them. Everything in a capture is untrusted text: the template escapes
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import jinja2
 import sqlite_utils
@@ -23,6 +22,7 @@ from markupsafe import Markup
 
 from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
+from convtap.export.files import write_output
 from convtap.report.timeline import conversations
 from convtap.store import report_queries as queries
 from convtap.store.database import StoreError, open_readonly
@@ -48,21 +48,20 @@ def write_report(db: Path, output: Path) -> Path:
     if output.resolve() == db.resolve():
         raise ReportError(f"the report would replace the capture {db} itself")
     capture = open_readonly(db)
-    partial = output.with_name(f".{output.name}.partial")
+    template = _environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
+
+    def write(out: TextIO) -> None:
+        for piece in template.generate(page(capture, db)):
+            out.write(piece)
+
     try:
-        template = _environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
-        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(descriptor, "w", encoding="utf-8") as out:
-            for piece in template.generate(page(capture, db)):
-                out.write(piece)
-        os.replace(partial, output)
+        write_output(output, write)  # into what the user named: never a FIFO replaced
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{db} cannot be read: {exc}") from exc
     except OSError as exc:
         raise ReportError(f"cannot write {output}: {exc.strerror or exc}") from exc
     finally:
         capture.conn.close()
-        partial.unlink(missing_ok=True)
     return output
 
 
