@@ -98,16 +98,61 @@ def test_a_new_capture_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Pa
     new = connect(tmp_path / "new.db")
     assert new.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
     new.conn.close()
-    old = tmp_path / "old.db"
-    conn = sqlite3.connect(old)
+    db = connect(old_capture(tmp_path / "old.db"))
+    assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    db.conn.close()
+
+
+def old_capture(path: Path) -> Path:
+    """A capture as a convtap of schema 2 made it: 4 KiB pages, no application id."""
+    import sqlite_utils
+    from convtap.store.schema import MIGRATIONS
+
+    conn = sqlite3.connect(path)
     conn.execute("PRAGMA page_size=4096")
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db = sqlite_utils.Database(conn)
+    for migrate in MIGRATIONS[:2]:
+        migrate(db)
     conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
     conn.commit()
     conn.close()
-    db = connect(old)
-    assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
-    db.conn.close()
+    return path
+
+
+def test_captures_are_marked_and_another_applications_file_is_refused(tmp_path: Path) -> None:
+    """A capture carries convtap's `PRAGMA application_id`, set on a new one and on one an
+    earlier convtap made; another application's SQLite file with a `meta` table and a
+    `schema_version` in it is refused by every command, and not a byte of it changes."""
+    from convtap.store.database import APPLICATION_ID
+
+    from tests.runner import convtap
+
+    def application_id(path: Path) -> int:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return int(conn.execute("PRAGMA application_id").fetchone()[0])
+
+    new = connect(tmp_path / "new.db")
+    new.conn.close()
+    assert application_id(tmp_path / "new.db") == APPLICATION_ID
+    old = old_capture(tmp_path / "old.db")
+    assert application_id(old) == 0
+    connect(old).conn.close()
+    assert application_id(old) == APPLICATION_ID
+    foreign = tmp_path / "notes.db"
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.commit()
+    before = foreign.read_bytes()
+    har = Path(__file__).resolve().parents[2] / "captures/examples/rules/handoff-missing/fail.har"
+    for command in (["import", str(har)], ["audit"], ["reprocess"], ["calls"], ["report"],
+                    ["export", "--output", str(tmp_path / "x.har")]):  # fmt: skip
+        ran = convtap(*command, "--db", str(foreign))
+        assert ran.returncode == 2 and "not a convtap capture" in ran.stderr, (command, ran.stderr)
+        assert len(ran.stderr.strip().splitlines()) == 1
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "notes.db", "old.db"]
 
 
 def test_a_full_temporary_directory_does_not_stop_the_writer(tmp_path: Path) -> None:

@@ -51,6 +51,9 @@ DEFAULT_DB = Path("captures") / "capture.db"
 DATASETTE = resources.files("convtap.store") / "datasette.json"  # canned queries
 
 
+APPLICATION_ID = 0x636F6E76  # "conv": `PRAGMA application_id` of every convtap capture
+
+
 class StoreError(Exception):
     """The database cannot be opened or is not a convtap capture."""
 
@@ -110,7 +113,7 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
         db = sqlite_utils.Database(conn)
         with _write_lock(conn):
             version = _version(db)
-            if version == 0 and db.table_names():
+            if (version == 0 and db.table_names()) or (version and not _is_a_capture(db)):
                 raise StoreError(f"{path} is not a convtap capture")
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -121,6 +124,8 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
             if version < SCHEMA_VERSION:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                              ("schema_version", str(SCHEMA_VERSION)))  # fmt: skip
+            if _application_id(db) != APPLICATION_ID:  # new, or made by an earlier convtap
+                conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         # WAL only once the file is known to be ours (it rewrites the header); a pending
         # statement would make every later query of sqlite-utils fetch all its rows at once.
         _switch_to_wal(conn)
@@ -175,7 +180,8 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
         version = _version(db)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    if version == 0:
+    if version == 0 or not _is_a_capture(db):
+        conn.close()
         raise StoreError(f"{path} is not a convtap capture")
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}")
@@ -219,6 +225,22 @@ def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
         conn.rollback()
         raise
     conn.commit()
+
+
+def _application_id(db: sqlite_utils.Database) -> int:
+    return int(db.execute("PRAGMA application_id").fetchone()[0])
+
+
+def _is_a_capture(db: sqlite_utils.Database) -> bool:
+    """convtap's own database: marked with its application id (SQLite's header field for
+    telling one application's files from another's), or made by a convtap from before the mark
+    (then it has convtap's tables). Another application's file with a `meta` table and a
+    `schema_version` in it is neither."""
+    marked = _application_id(db)
+    if marked:
+        return marked == APPLICATION_ID
+    names = set(db.table_names())
+    return {"flows", "events", "turns", "tool_calls", "tool_returns", "findings"} <= names
 
 
 def _version(db: sqlite_utils.Database) -> int:
