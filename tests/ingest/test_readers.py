@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +160,40 @@ def test_no_recording_starts_into_a_capture_being_reprocessed(
     assert convtap("reprocess", "--db", str(db)).returncode == 0
     assert refused and "another convtap is recording into" in refused[0]
     assert not journal_dir(db).exists()  # and nothing is left beside it
+
+
+def test_an_import_with_nothing_of_its_own_keeps_what_another_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two imports into one new database at once: the one with nothing to import (no
+    conversation traffic) ended after the other and deleted the database with the other's
+    flows in it. It now removes a database only when no flow is in it, checked under SQLite's
+    exclusive lock; alone, it still leaves nothing behind."""
+    from convtap.ingest.capture import import_into
+
+    nothing = tmp_path / "nothing.har"
+    nothing.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t",
+                                   "version": "1"}, "entries": []}}))  # fmt: skip
+    alone = tmp_path / "alone.db"
+    import_into(alone, [nothing])
+    assert not alone.exists()
+    from convtap.ingest import capture
+
+    db = tmp_path / "shared.db"
+    har = tmp_path / "session.har"
+    har.write_text(json.dumps(call_and_return_har()))
+    real = capture.import_file
+
+    def meanwhile(path: Path, *args: Any) -> tuple[int, int]:
+        other = subprocess.run([sys.executable, "-m", "convtap", "import", str(har), "--db",
+                                str(db)], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert other.returncode == 0, other.stderr  # another process's import, done first
+        return real(path, *args)
+
+    monkeypatch.setattr(capture, "import_file", meanwhile)
+    capture.import_into(db, [nothing])  # new when it began; nothing of its own
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM flows").fetchone()[0] > 0
+    from convtap.store.database import remove_if_empty
+
+    assert remove_if_empty(db) is False and db.exists()  # a capture with flows stays

@@ -25,6 +25,7 @@ from convtap.store.database import (
     flow_ids,
     journal_position,
     open_readonly,
+    remove_if_empty,
     replace_findings,
     turn_conversations,
     writable,
@@ -67,9 +68,18 @@ def import_into(
     finally:
         local.close()
     if new and not any(r.imported for r in results):
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        _remove_if_untouched(db)
     return results
+
+
+def _remove_if_untouched(db: Path) -> None:
+    """A new capture this import had nothing to put in goes again, unless someone else wrote
+    into it meanwhile (another import's flows, or a recording, which holds the journal)."""
+    try:
+        check_free(journal_dir(db))
+    except JournalError:
+        return  # a recording into it is under way
+    remove_if_empty(db)
 
 
 @contextmanager

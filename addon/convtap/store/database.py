@@ -227,6 +227,28 @@ def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
     conn.commit()
 
 
+def remove_if_empty(path: Path) -> bool:
+    """Remove a capture (and its -wal, -shm) that holds no flow, checked under SQLite's
+    exclusive lock so that no other process's committed rows can go with it; True when it was
+    removed. For a new capture a command made and then had nothing to put in."""
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        empty = bool(conn.execute("SELECT count(*) FROM flows").fetchone()[0] == 0)
+        if empty:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return empty
+
+
 def _application_id(db: sqlite_utils.Database) -> int:
     return int(db.execute("PRAGMA application_id").fetchone()[0])
 
