@@ -399,3 +399,32 @@ def test_a_busy_listen_port_is_one_line_and_leaves_nothing(tmp_path: Path) -> No
     one_line_error(ran)
     assert f"127.0.0.1:{port}" in ran.stderr and "--listen-port" in ran.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_frame_time_that_is_no_number_is_one_line_and_a_huge_status_is_told(
+    tmp_path: Path,
+) -> None:
+    """`_webSocketMessages[].time` of "x" printed a ValueError's traceback and left a database;
+    a status of 10**30 (past SQLite's integers) is recorded as a failure on its flow."""
+    from tests.ingest.test_readers import call_and_return_har
+
+    har = call_and_return_har()
+    socket = {**har["log"]["entries"][0], "_webSocketMessages": [
+        {"type": "send", "time": "x", "opcode": 1, "data": "{}"}]}  # fmt: skip
+    socket["request"] = {**socket["request"], "method": "GET",
+                         "url": "https://chatgpt.com/v1/responses"}  # fmt: skip
+    odd = tmp_path / "odd.har"
+    odd.write_text(json.dumps({"log": {**har["log"], "entries": [socket]}}))
+    ran = convtap("import", str(odd), "--db", str(tmp_path / "c.db"))
+    one_line_error(ran)
+    assert "entry 0 has a WebSocket frame that is not one" in ran.stderr
+    assert not list(tmp_path.glob("c.db*"))
+    huge = json.loads(json.dumps(har))
+    huge["log"]["entries"][0]["response"]["status"] = 10**30
+    big = tmp_path / "big.har"
+    big.write_text(json.dumps(huge))
+    db = tmp_path / "big.db"
+    assert convtap("import", str(big), "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        failures = [f for (f,) in conn.execute("SELECT failure FROM flows") if f]
+    assert failures and "OverflowError" in failures[0]

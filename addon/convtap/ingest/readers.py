@@ -91,7 +91,11 @@ def har_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
         frames = entry.get("_webSocketMessages")
         if isinstance(frames, list) and frames:
             flow.websocket = WebSocketData()
-            flow.websocket.messages = [_frame(f) for f in frames if isinstance(f, dict)]
+            try:
+                flow.websocket.messages = [_frame(f) for f in frames if isinstance(f, dict)]
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise CaptureError(f"{path}: entry {n} has a WebSocket frame that is not one "
+                                   f"({_why(exc)[:120]})") from exc  # fmt: skip
         flow.id = content_id(flow)
         yield flow, size * (n + 1) // len(entries)
 
