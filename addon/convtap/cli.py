@@ -428,6 +428,8 @@ ID_WIDTH, TOOL_WIDTH = 14, 24  # columns of an id and a tool name in `calls` (12
 
 
 def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+    from convtap.wire.responses import qualified_name
+
     """The ledger as a table that fits 120 columns: ids and tool names cut (`…`) unless
     `wide`; `--format json` has them whole."""
     if not rows:
@@ -445,7 +447,7 @@ def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
         )
         tool = r["recipient"]
         if r["protocol"] == "responses":  # a function of a namespace tool: namespace.name
-            tool = ".".join(filter(None, (r.get("namespace"), r["tool"])))
+            tool = qualified_name(r.get("namespace"), r["tool"])
         conversation, returned = r["conversation_id"] or "-", r["return_id"] or "-"
         table.append((
             cut(tool or "-", TOOL_WIDTH), cut(r["call_id"], ID_WIDTH), cut(conversation, ID_WIDTH),

@@ -276,3 +276,51 @@ def test_a_chain_that_mixes_http_and_the_socket_pairs_across_them(tmp_path: Path
     (row,) = [r for r in ledger(db) if r["call_id"] == call["call_id"]]
     assert (row["turn_id"], row["answered"], row["accepted"]) == ("h", 1, 1)
     assert [f.rule for f in audit_capture(db).findings] == []
+
+
+def test_a_frame_larger_than_an_sse_event_is_kept_whole_and_lanes_are_bounded(
+    tmp_path: Path,
+) -> None:
+    """A 5 MB server frame (past the SSE parser's 4 MB event bound, which the socket's
+    redaction goes through) is stored as it came; a client opening 3,000 lanes holds at most
+    `MAX_LANES` of them."""
+    from convtap.record.responses import MAX_LANES
+
+    db = tmp_path / "big.db"
+    socket = Socket(db)
+    socket.send({"type": "response.create", "model": "gpt-5.1", "input": "long"})
+    created = {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress",
+                                                        "output": []}}  # fmt: skip
+    delta = {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+             "content_index": 0, "delta": "x" * 5_000_000}  # fmt: skip
+    socket.receive(created)
+    socket.receive(delta)
+    for n in range(3000):
+        socket.send({"type": "response.create", "model": "gpt-5.1", "stream_id": f"lane-{n}",
+                     "input": "hi"})  # fmt: skip
+    sockets = socket.recorder.recorder.responses.sockets
+    (state,) = sockets.values()
+    assert len(state.waiting) <= MAX_LANES
+    socket.close()
+    with sqlite3.connect(db) as conn:
+        frames = [d for (d,) in conn.execute(
+            "SELECT data FROM events WHERE event = 'ws:server' ORDER BY seq")]  # fmt: skip
+    assert [json.loads(f) for f in frames] == [created, delta]
+
+
+def test_frames_of_any_shape_are_recorded_without_a_failure_of_ours(tmp_path: Path) -> None:
+    """Found by a fuzz of this session's frames: a create whose `input` is a number, and a
+    call named by a number, raised inside the recorder (a failure on the flow, the socket's
+    other turns left open)."""
+    db = tmp_path / "odd.db"
+    socket = Socket(db)
+    socket.send({"type": "response.create", "model": "m", "input": 1, "stream_id": "A"})
+    socket.receive({"type": "response.created", "stream_id": "A", "output_index": 0,
+                    "item": {"type": "function_call", "name": 1, "call_id": "call_1"}})  # fmt: skip
+    socket.close()
+    with sqlite3.connect(db) as conn:
+        failures = [f for (f,) in conn.execute("SELECT failure FROM flows") if f]
+        calls = conn.execute("SELECT call_id, tool FROM tool_calls").fetchall()
+        turns = conn.execute("SELECT outcome FROM flows WHERE source = 'socket'").fetchall()
+    assert failures == [] and calls == [("call_1", "1")]  # the column holds text
+    assert turns == [("interrupted: the socket closed",)]

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from convtap.contract.registry import MISSING, Finding, Violation, Where, as_str, check, run_checks
 from convtap.models import TOOLS_ADAPTER
 from convtap.wire.bounded import Bounded
-from convtap.wire.responses import CLIENT_CALLS, OUTPUTS
+from convtap.wire.responses import CLIENT_CALLS, OUTPUTS, qualified_name
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,7 @@ def output_call_id(o: OutputFacts) -> Violation | None:
 def output_names_tool(o: OutputFacts) -> Violation | None:
     if not names_a_tool(o.item):
         return None
-    namespace = as_str(o.item.get("namespace"))
-    name = f"{namespace}.{o.item['name']}" if namespace else o.item["name"]
+    name = qualified_name(o.item.get("namespace"), o.item["name"])
     return Violation(
         f"{o.item.get('type')} answers no call: it has no call_id and names the tool {name}",
         "a call_id naming a client call of the response it answers",
@@ -174,7 +173,8 @@ class ResponsesAuditor:
         tools = body.get("tools")
         if isinstance(tools, list):
             found += run_checks(ToolsFacts(tools, "the request's tools", where))
-        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        given = body.get("input")  # a string, a list of items, or anything a client sends
+        items = [i for i in given if isinstance(i, dict)] if isinstance(given, list) else []
         if previous is not None:
             candidates = {
                 r["call_id"]: r for r in self.by_response.get(previous, []) if r.get("call_id")

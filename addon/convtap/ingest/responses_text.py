@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from convtap.wire.jsonvalue import dumps
-from convtap.wire.responses import CLIENT_CALLS, OUTPUTS
+from convtap.wire.responses import CLIENT_CALLS, OUTPUTS, qualified_name
 
 WIDTH = 160  # characters of a text shown on one line
 
@@ -42,14 +42,14 @@ def item_line(item: Any) -> str:
         summary = _text(item.get("summary"))
         return f"── reasoning: {fold(summary) if summary else '(no summary)'}"
     if kind in CLIENT_CALLS:
-        name = ".".join(str(p) for p in (item.get("namespace"), item.get("name")) if p)
+        name = qualified_name(item.get("namespace"), item.get("name"))
         given = item.get("input") if kind == "custom_tool_call" else item.get("arguments")
         caller = item.get("caller")
         by = f" · by {caller.get('type')}" if isinstance(caller, dict) else ""
         shown = given if isinstance(given, str) else dumps(given)
         return f"── ⚙ {kind} {name or '-'} · call_id {item.get('call_id')}{by}: {fold(shown)}"
     if kind in OUTPUTS:
-        names = ".".join(str(p) for p in (item.get("namespace"), item.get("name")) if p)
+        names = qualified_name(item.get("namespace"), item.get("name"))
         answers = f"call_id {item['call_id']}" if "call_id" in item else f"no call ({names})"
         output = item.get("output", item.get("tools"))
         shown = output if isinstance(output, str) else dumps(output)

@@ -32,9 +32,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from convtap.contract.responses import names_a_tool
 from convtap.mock.arguments import arguments_for
 from convtap.mock.serverturn import FrozenData
 from convtap.wire.bounded import Bounded
+from convtap.wire.responses import client_calls
 from convtap.wire.sse import SSEEvent, format_event
 
 JSON = Any
@@ -106,10 +108,10 @@ class ResponsesServer:
                 return _error(f"Previous response with id '{previous}' not found.",
                               "previous_response_id", "previous_response_not_found")  # fmt: skip
             owed = list(self.calls[previous])
-        replayed = [i.get("call_id") for i in items if _owed(i)]
+        replayed = _owed(items)
         answered = set()
         for item in items:
-            if item.get("type") not in OUTPUTS or ("call_id" not in item and "name" in item):
+            if item.get("type") not in OUTPUTS or names_a_tool(item):
                 continue  # an output that names a tool instead of a call: taken (the Codex CLI)
             call_id = item.get("call_id")
             if call_id not in owed and call_id not in replayed:
@@ -145,7 +147,7 @@ class ResponsesServer:
             output += self._items(step, body, called, outputs)
         response_id = new_id("resp_")
         self.called[response_id] = called
-        self.calls[response_id] = [str(i["call_id"]) for i in output if _owed(i)]
+        self.calls[response_id] = _owed(output)
         response = _response(response_id, body, output, previous)
         return response, _events(response)
 
@@ -179,11 +181,9 @@ class ResponsesServer:
         return items or [_message(step.otherwise)]
 
 
-def _owed(item: dict[str, JSON]) -> bool:
-    """A call the client must answer: a function or custom tool call, a client tool search."""
-    if item.get("type") not in CALLS or not item.get("call_id"):
-        return False
-    return item.get("type") != "tool_search_call" or item.get("execution") == "client"
+def _owed(items: list[dict[str, JSON]]) -> list[str]:
+    """The call ids the client must answer: its calls, as the recorder reads them."""
+    return [str(call["call_id"]) for call in client_calls(items) if call["call_id"]]
 
 
 def _error(message: str, param: str | None, code: str | None = None) -> dict[str, JSON]:

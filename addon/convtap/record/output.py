@@ -10,10 +10,10 @@ from typing import Protocol
 from convtap.contract.auditor import Auditor
 from convtap.contract.registry import Finding
 from convtap.redact.redactor import Redactor
+from convtap.store.database import FAILURE_KEPT
 from convtap.store.rows import EventRow, FindingRow, FlowRow, Row
 
 LIVE_LIMIT = 4096  # calls, turns and conversations the live audit remembers
-FAILURE_KEPT = 2000  # characters of a failure's message stored with its flow (as the store's)
 FAILURE_READ = 20_000  # characters of it searched for secrets (more than any kept one spans)
 
 

@@ -25,12 +25,19 @@ from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.wire.bounded import Bounded
 from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.responses import OUTPUTS, ResponsesDecoder, ResponsesStream, ResponseSummary
+from convtap.wire.responses import (
+    OUTPUTS,
+    ResponsesDecoder,
+    ResponsesStream,
+    ResponseSummary,
+    qualified_name,
+)
 from convtap.wire.session import Endpoint
-from convtap.wire.sse import SSEEvent, SSEParser, format_event
+from convtap.wire.sse import SSEEvent, format_event
 
 MAX_WAITING = 1000  # creates on one lane waiting for their response (the oldest forgotten)
 MAX_SOCKETS = 1024  # sockets open at once
+MAX_LANES = 1024  # `stream_id` lanes one socket holds (the least recently used forgotten)
 STEERING = ("response.steer", "response.steer.accepted", "response.steer.pending",
             "response.steer.failed")  # fmt: skip
 ENDS = {"response.completed": "complete", "response.failed": "failed",
@@ -55,8 +62,11 @@ class Socket:
     redaction: StreamRedaction
     client: str | None
     turns: int = 0
-    waiting: dict[str | None, deque[str]] = field(default_factory=dict)  # lane -> creates
-    streaming: dict[str | None, tuple[str, ResponsesDecoder]] = field(default_factory=dict)
+    # lane -> its creates waiting for their response, and the response it streams
+    waiting: Bounded[str | None, deque[str]] = field(default_factory=lambda: Bounded(MAX_LANES))
+    streaming: Bounded[str | None, tuple[str, ResponsesDecoder]] = field(
+        default_factory=lambda: Bounded(MAX_LANES)
+    )
 
     def turn(self) -> str:
         self.turns += 1
@@ -137,7 +147,7 @@ class ResponsesSide:
                 arguments_text=out.redact.text(call["arguments_text"]), complete=1,
                 called_at=at, item_id=call["item_id"], namespace=call["namespace"],
             ))  # fmt: skip
-            name = ".".join(filter(None, (call["namespace"], call["name"]))) or "-"
+            name = qualified_name(call["namespace"], call["name"]) or "-"
             out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
                     f"item {call['item_id']}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
@@ -154,27 +164,39 @@ class ResponsesSide:
         go through the socket's stream redaction (a secret the model streams in `*.delta`
         frames is cut across them), held back as a stream's chunks are; a client frame sends
         what is held first, so that the raw frames keep their order."""
-        out = self.out
         socket = self.sockets.get(flow_id)
         event = loads_or_none(text)
-        if socket is None or not isinstance(event, dict) or from_client:
+        if socket is None or not isinstance(event, dict):  # not a frame of this protocol
             if socket is not None:
-                socket.redaction.flush()
-            out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1,
-                    out.redact.text(text))  # fmt: skip
-        if socket is None or not isinstance(event, dict):
+                socket.redaction.flush()  # what is held goes first: the frames keep their order
+            self.out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1,
+                         self.out.redact.text(text))  # fmt: skip
             return
         lane = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
-        kind = event.get("type")
+        kind = str(event.get("type"))
         if kind in STEERING:  # kept raw; said as it happens
-            self._steering(socket, event, str(kind))
+            self._steering(event, kind)
         if from_client:
-            if kind == "response.create":  # a request: the fields of a POST body
-                turn = socket.turn()
-                socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
-                self._turn(socket, turn, at, event)
-                self.request(turn, event, at)
-            return
+            self._client_frame(socket, event, lane, kind, text, at)
+        else:
+            self._server_frame(socket, event, lane, kind, text, at)
+
+    def _client_frame(
+        self, socket: Socket, event: dict[str, Any], lane: str | None, kind: str, text: str,
+        at: float,
+    ) -> None:  # fmt: skip
+        socket.redaction.flush()  # the server's frames held back go first
+        self.out.raw(socket.flow_id, at, "ws:client", 1, self.out.redact.text(text))
+        if kind == "response.create":  # a request: the fields of a POST body
+            turn = socket.turn()
+            socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
+            self._turn(socket, turn, at, event)
+            self.request(turn, event, at)
+
+    def _server_frame(
+        self, socket: Socket, event: dict[str, Any], lane: str | None, kind: str, text: str,
+        at: float,
+    ) -> None:  # fmt: skip
         if kind == "response.created":
             if lane in socket.streaming:  # never ended: over, with what it said
                 self._socket_turn_over(socket, lane, None, "interrupted: a new response", at)
@@ -185,18 +207,19 @@ class ResponsesSide:
                 self._turn(socket, turn, at, None)
             socket.streaming[lane] = (turn, ResponsesDecoder())
         streaming = socket.streaming.get(lane)
-        sse = SSEEvent(str(kind), text)
-        appended = Appended([], [], [])
-        decoder = streaming[1] if streaming is not None else ResponsesDecoder()  # or a scratch one
-        decoder.feed_all([sse], (), appended)
+        sse = SSEEvent("message", text)  # its type is in its data
+        appended = None  # outside a response: the redaction reads the frame itself
+        if streaming is not None:
+            appended = Appended([], [], [])
+            streaming[1].feed_all([sse], (), appended)
+        out = self.out
 
         def keep(when: float, count: int, redacted: str) -> None:  # one frame, as SSE text
-            frame = SSEParser().feed(redacted.encode())
-            out.raw(flow_id, when, "ws:server", 1, frame[0].data if frame else redacted)
+            out.raw(socket.flow_id, when, "ws:server", 1, _frame_of(redacted))
 
         socket.redaction.chunk(at, format_event(sse), [sse], keep, appended, unread=False)
         if kind in ENDS and streaming is not None:
-            self._socket_turn_over(socket, lane, 200, ENDS[str(kind)], at)
+            self._socket_turn_over(socket, lane, 200, ENDS[kind], at)
         elif kind == "error":
             status = event.get("status") if isinstance(event.get("status"), int) else None
             if streaming is not None:
@@ -206,7 +229,7 @@ class ResponsesSide:
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
 
-    def _steering(self, socket: Socket, event: dict[str, Any], kind: str) -> None:
+    def _steering(self, event: dict[str, Any], kind: str) -> None:
         """Mid-turn steering: the client's `response.steer` and the server's answer to it."""
         target = event.get("previous_response_id") or event.get("response_id") or "-"
         items = event.get("input")
@@ -255,3 +278,9 @@ class ResponsesSide:
         self.out.put(FlowRow(turn, status=status, response_body=self.out.redact.dumps(answer),
                              ended_at=at, outcome=outcome))  # fmt: skip
         self._calls(turn, response, at)
+
+
+def _frame_of(sse_text: str) -> str:
+    """A frame back from the SSE text `format_event` made of it (its data lines joined), however
+    large: the redaction works on SSE text, the socket keeps frames."""
+    return "\n".join(line[6:] for line in sse_text.split("\n") if line.startswith("data: "))

@@ -21,7 +21,7 @@ from convtap.contract.registry import registry
 from convtap.ingest.responses_text import item_line, request_lines
 from convtap.store import report_queries as queries
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.responses import ResponsesStream
+from convtap.wire.responses import ResponsesStream, qualified_name
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class Call:
     @property
     def name(self) -> str | None:
         """The tool called, as a Responses client names it (`crm.lookup`)."""
-        return ".".join(p for p in (self.namespace, self.tool) if p) or None
+        return qualified_name(self.namespace, self.tool)
 
     @property
     def flagged(self) -> bool:

@@ -192,8 +192,8 @@ INDEXES = [
 # stream that answers it): it goes to the conversation the server assigned to that turn.
 FINDING_CONVERSATION = """UPDATE findings SET conversation_id =
     (SELECT t.conversation_id FROM turns t WHERE t.id = findings.flow_id)
-    WHERE conversation_id IS NULL AND flow_id IN
-    (SELECT id FROM turns WHERE conversation_id IS NOT NULL)"""
+    WHERE conversation_id IS NULL AND EXISTS
+    (SELECT 1 FROM turns t WHERE t.id = findings.flow_id AND t.conversation_id IS NOT NULL)"""
 LINK = [
     FINDING_CONVERSATION,
     """UPDATE tool_returns SET call_id = parent_message_id
@@ -269,9 +269,13 @@ def _migrate_to_2(db: sqlite_utils.Database) -> None:
 
 
 def _migrate_to_3(db: sqlite_utils.Database) -> None:
-    """A call's namespace (Responses API namespace tools), in its row and in the ledger."""
+    """A call's namespace (Responses API namespace tools), in its row and in the ledger; the
+    findings still to be placed in a conversation, indexed (`FINDING_CONVERSATION` runs with
+    every commit, and must not read every finding)."""
     if not db["tool_calls"].exists():
         return  # not made by migration 1 (a test's bare database): nothing to add to
+    db.execute("""CREATE INDEX IF NOT EXISTS findings_unplaced ON findings (flow_id)
+                  WHERE conversation_id IS NULL""")
     if "namespace" not in db["tool_calls"].columns_dict:
         db.execute("ALTER TABLE tool_calls ADD COLUMN namespace TEXT")
     db.execute("DROP VIEW IF EXISTS call_ledger")

@@ -295,6 +295,13 @@ class ResponsesStream:
         return self.decoder.summary()
 
 
+def qualified_name(namespace: object, name: object) -> str | None:
+    """A tool as a Responses client names it: `namespace.name` for a function of a namespace
+    tool (`crm.lookup`), else its name; None when it has neither. Any JSON value is taken."""
+    parts = [str(part) for part in (namespace, name) if part not in (None, "")]
+    return ".".join(parts) or None
+
+
 def client_calls(items: list[Any]) -> list[dict[str, Any]]:
     """The calls the client must execute: function and custom tool calls, and tool searches
     whose `execution` is `client`."""
