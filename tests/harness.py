@@ -282,12 +282,12 @@ class Recording:
 
 
 @contextmanager
-def record(db: Path, upstream: int, tmp_path: Path) -> Iterator[Recording]:
-    """`convtap record` as a user runs it, in front of `upstream`."""
+def record(db: Path, upstream: int, tmp_path: Path, *flags: str) -> Iterator[Recording]:
+    """`convtap record` as a user runs it, in front of `upstream` (`flags` added)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "convtap.cli", "record", "--mode",
          f"reverse:http://127.0.0.1:{upstream}", "--listen-port", "0", "--db", str(db),
-         "--set", f"confdir={tmp_path / 'conf'}"],
+         "--set", f"confdir={tmp_path / 'conf'}", *flags],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None

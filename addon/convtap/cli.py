@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from importlib import resources
@@ -225,6 +227,10 @@ def schemas(check: bool, directory: Path) -> None:
     is_flag=True,
     help="No proxy: record what a stopped recording left in the journal beside --db, then exit.",
 )
+@click.option("--web", is_flag=True, help="Serve the report live on 127.0.0.1 (`convtap serve`).")
+@click.option(
+    "--web-port", default=0, type=click.IntRange(0, 65535), help="Its port (0: a free one)."
+)
 def record(
     mode: str,
     listen_host: str,
@@ -233,6 +239,8 @@ def record(
     no_redact: bool,
     settings: tuple[str, ...],
     catch_up: bool,
+    web: bool,
+    web_port: int,
 ) -> None:
     """Run the proxy and record every turn, tool call and tool return into --db.
 
@@ -244,6 +252,7 @@ def record(
       convtap record                                   # regular proxy on 127.0.0.1:8080
       convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
       convtap record --catch-up      # after a crash: record what the journal still holds
+      convtap record --web           # and watch the report live: open the URL it prints
     """
     from mitmproxy.tools import cmdline, dump
     from mitmproxy.tools.main import run
@@ -280,8 +289,14 @@ def record(
             "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
     for setting in settings:
         args += ["--set", setting]
+    page = start_live_page(db, web_port) if web else None
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
-    master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
+    try:
+        master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
+    finally:
+        if page is not None:
+            page.terminate()
+            page.wait(30)
     if output.dropped:
         click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"
                    " reader was too slow", err=True)  # fmt: skip
@@ -289,6 +304,51 @@ def record(
     if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
         click.echo(f"convtap: {addon.failed}", err=True)
         sys.exit(1)
+
+
+def start_live_page(db: Path, port: int) -> subprocess.Popen[str]:
+    """`convtap serve` in a process of its own, at a lower priority than the proxy; its URL
+    printed once it listens."""
+    page = subprocess.Popen([sys.executable, "-m", "convtap.cli", "serve", "--db", str(db),
+                             "--port", str(port)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert page.stdout is not None
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, page.pid, 10)  # the traffic goes first
+    url = page.stdout.readline().strip()
+    if not url:  # it said why on stderr
+        page.wait()
+        fail("the live page could not start (--web)")
+    click.echo(f"Watch live: {url}")
+    return page
+
+
+@main.command()
+@db_option
+@click.option("--port", default=0, type=click.IntRange(0, 65535), help="Its port (0: a free one).")
+def serve(db: Path, port: int) -> None:
+    """Serve the report of a capture on 127.0.0.1, kept current while it is recorded into.
+
+    Prints the page's URL (a random token in it: only who has the URL sees the page); new
+    calls, returns and findings appear in the open page within a second, its filters kept.
+    The capture is only read. Ctrl-C stops it.
+
+    \b
+    Example:
+      convtap serve --db captures/capture.db         # prints http://127.0.0.1:PORT/TOKEN/
+    """
+    from convtap.report.live import serve as serve_live
+    from convtap.store.database import StoreError
+
+    def ready(url: str) -> None:
+        click.echo(url)
+        sys.stdout.flush()
+
+    try:
+        serve_live(db, port, ready)
+    except StoreError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}): choose another --port")
 
 
 @main.command("import")

@@ -48,7 +48,7 @@ def write_report(db: Path, output: Path) -> Path:
     if output.resolve() == db.resolve():
         raise ReportError(f"the report would replace the capture {db} itself")
     capture = open_readonly(db)
-    template = _environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
+    template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
 
     def write(out: TextIO) -> None:
         for piece in template.generate(page(capture, db)):
@@ -65,7 +65,7 @@ def write_report(db: Path, output: Path) -> Path:
     return output
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         autoescape=True,  # a capture is untrusted input
         undefined=jinja2.StrictUndefined,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlite_utils
@@ -254,3 +255,23 @@ STEP_FLOW = """SELECT 0 AS turn, id, kind, NULL AS model, client, started_at, en
     NULL AS done, NULL AS stream_complete, NULL AS truncated, NULL AS event_count, NULL AS legs,
     NULL AS ws_topic, NULL AS encoding, 0 AS errors, path, status, outcome, failure
 FROM flows WHERE id = ?"""
+
+
+# -- the live page ---------------------------------------------------------------------------
+
+
+def data_version(capture: sqlite_utils.Database) -> int:
+    """A number that changes when another connection commits into the capture: a cheap look,
+    no table read (SQLite's `PRAGMA data_version`)."""
+    return int(capture.execute("PRAGMA data_version").fetchone()[0])
+
+
+@contextmanager
+def one_reading(capture: sqlite_utils.Database) -> Iterator[None]:
+    """Every query inside reads the capture as it was at the first one (one read transaction),
+    however a recording writes into it meanwhile."""
+    capture.execute("BEGIN")
+    try:
+        yield
+    finally:
+        capture.execute("COMMIT")

@@ -1,0 +1,62 @@
+// The live page (`convtap serve`, `convtap record --web`): the server pushes, as server-sent
+// events, the parts of the page that changed (the summary, a conversation) rendered by the
+// report's own template; they replace their old selves, and the filters run again over them,
+// so what the URL asks to see stays what is shown. Nothing but this page's own server is asked.
+(() => {
+  "use strict";
+  const url = document.currentScript.dataset.events;
+  const timeline = document.getElementById("timeline");
+  const state = document.createElement("span");
+  document.querySelector(".top p").append(" · ", state);
+
+  // The key of each part, as the server names it: "summary", or "conv:<id>" ("#n" after a
+  // repeated id).
+  function parts() {
+    const found = new Map([["summary", document.getElementById("summary")]]);
+    const seen = new Map();
+    for (const el of timeline.querySelectorAll(":scope > .conv")) {
+      const id = el.dataset.conv || "";
+      const n = seen.get(id) || 0;
+      seen.set(id, n + 1);
+      found.set(n ? `conv:${id}#${n}` : `conv:${id}`, el);
+    }
+    return found;
+  }
+
+  function element(html) {
+    const holder = document.createElement("template");
+    holder.innerHTML = html;
+    return holder.content.firstElementChild;
+  }
+
+  function update(message) {
+    const found = parts();
+    for (const [key, html] of message.parts) {
+      const fresh = element(html);
+      const old = found.get(key);
+      if (old) old.replaceWith(fresh);
+      else timeline.append(fresh);
+      found.set(key, fresh);
+    }
+    if (message.order) {
+      const wanted = new Set(message.order);
+      for (const [key, el] of found) if (key !== "summary" && !wanted.has(key)) el.remove();
+      for (const key of message.order) if (found.has(key)) timeline.append(found.get(key));
+      const empty = timeline.querySelector(":scope > p.empty");
+      if (empty) empty.hidden = message.order.length > 0;
+    }
+    const tools = document.getElementById("filters").elements.tool;
+    for (const tool of message.tools) {
+      if (![...tools.options].some((o) => o.value === tool)) tools.add(new Option(tool, tool));
+    }
+    window.convtapRefresh();
+    state.textContent = `live: updated ${new Date().toISOString().slice(11, 23)}`;
+    window.__convtapUpdates = (window.__convtapUpdates || 0) + 1;
+  }
+
+  state.textContent = "live: connecting";
+  const events = new EventSource(url);
+  events.addEventListener("update", (ev) => update(JSON.parse(ev.data)));
+  events.addEventListener("open", () => { state.textContent = "live"; });
+  events.addEventListener("error", () => { state.textContent = "live: reconnecting"; });
+})();

@@ -1,0 +1,179 @@
+"""`convtap serve` (and `convtap record --web`, which runs it beside the proxy): the report of a
+capture served on 127.0.0.1, behind a random token in its URL, kept current as the capture grows.
+
+One tornado application on its own event loop, in a process of its own: rendering never takes
+the proxy's CPU time or its GIL. Every 200 ms the capture is asked whether anything was committed
+(`PRAGMA data_version`, no table read); when it was, the page's parts are rendered again (once,
+for every client) and each page is sent, as a server-sent event, the parts that differ from what
+it shows. A client that reads slowly is only ever one message behind: it is sent the latest parts
+when it has taken the last, never a queue. The capture is only read (`open_readonly`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+import secrets
+import signal
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from tornado.httpserver import HTTPServer
+from tornado.ioloop import PeriodicCallback
+from tornado.iostream import StreamClosedError
+from tornado.locks import Condition
+from tornado.netutil import bind_sockets
+from tornado.web import Application, HTTPError, RequestHandler
+
+from convtap.report.parts import LiveCapture, LivePage, Parts, Seen
+
+HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
+POLL_MS = 200
+PING = timedelta(seconds=15)  # a comment line that finds a client gone
+MAX_CLIENTS = 16
+CSP = ("default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; "
+       "script-src 'unsafe-inline'; img-src data:")  # fmt: skip
+
+
+class Live:
+    """The capture served, its latest parts, and the clients waiting for the next."""
+
+    def __init__(self, db: Path, token: str) -> None:
+        self.token = token
+        self.capture = LiveCapture(db)
+        self.page = LivePage(db, f"/{token}/events")
+        self.parts = self.page.parts(self.capture.capture, 0)
+        self.renewed = Condition()
+        self.clients = 0
+
+    def poll(self) -> None:
+        if self.capture.changed():
+            self.parts = self.page.parts(self.capture.capture, self.parts.version + 1)
+            self.renewed.notify_all()
+
+    def whole(self) -> str:
+        self.poll()  # the page and the parts it is kept current from are of one reading
+        return self.page.whole(self.capture.capture, self.parts.version)
+
+    def allows(self, token: str) -> bool:
+        return hmac.compare_digest(token.encode(), self.token.encode())
+
+
+class Guarded(RequestHandler):
+    """Answers only with the token; says nothing of itself (no server name, no log line)."""
+
+    live: Live
+
+    def initialize(self, live: Live | None = None) -> None:
+        if live is not None:
+            self.live = live
+
+    def set_default_headers(self) -> None:
+        self.clear_header("Server")
+        self.set_header("Content-Security-Policy", CSP)
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Cache-Control", "no-store")
+
+    def prepare(self) -> None:
+        token = self.path_args[0] if self.path_args else ""
+        if not hasattr(self, "live") or not self.live.allows(token):
+            raise HTTPError(404)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(f"{status_code}\n")
+
+
+class PageHandler(Guarded):
+    def get(self, token: str) -> None:
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(self.live.whole())
+
+
+class EventsHandler(Guarded):
+    """The page's parts as they change, as server-sent events (`update`, JSON)."""
+
+    def on_connection_close(self) -> None:
+        self._gone = True
+        self.live.renewed.notify_all()
+
+    async def get(self, token: str) -> None:
+        if self.live.clients >= MAX_CLIENTS:
+            raise HTTPError(503)
+        self.live.clients += 1
+        try:
+            await self._stream(self._seen())
+        except StreamClosedError:
+            pass
+        finally:
+            self.live.clients -= 1
+
+    def _seen(self) -> Seen:
+        """What the page asking shows: the parts of the reading it was rendered from, if they
+        are the latest (else all of them are sent again)."""
+        version = self.get_query_argument("v", "")
+        current = self.live.parts
+        return current.seen() if version == str(current.version) else Seen()
+
+    async def _stream(self, seen: Seen) -> None:
+        self._gone = False
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.write("retry: 1000\n\n")
+        while not self._gone:
+            parts: Parts = self.live.parts
+            if (message := parts.update(seen)) is not None:
+                self.write(f"event: update\ndata: {message}\n\n")
+            await self.flush()  # waits while a slow client takes it: never a queue
+            if self.live.parts is parts and not self._gone:
+                woken = await self.live.renewed.wait(timeout=PING)
+                if not woken:
+                    self.write(": ping\n\n")
+
+
+def application(live: Live) -> Application:
+    return Application(
+        [(r"/([A-Za-z0-9_-]+)/", PageHandler, {"live": live}),
+         (r"/([A-Za-z0-9_-]+)/events", EventsHandler, {"live": live})],
+        default_handler_class=Guarded,
+        log_function=lambda handler: None,  # a wrong URL leaves no line on the terminal
+    )  # fmt: skip
+
+
+def serve(db: Path, port: int, ready: Callable[[str], None]) -> None:
+    """Serve the live page of `db` on 127.0.0.1:`port` (0: a free one) until SIGINT or SIGTERM,
+    or until the process that started this one is gone. `ready(url)` is called once it listens.
+    Raises `StoreError` for what is not a readable capture, `OSError` when it cannot listen."""
+    asyncio.run(_serve(db, port, ready))
+
+
+async def _serve(db: Path, port: int, ready: Callable[[str], None]) -> None:
+    token = secrets.token_urlsafe(24)
+    live = Live(db, token)
+    sockets = bind_sockets(port, HOST)
+    server = HTTPServer(application(live))
+    server.add_sockets(sockets)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    parent = os.getppid()
+
+    def poll() -> None:
+        if os.getppid() != parent:  # orphaned: whoever started it is gone
+            stop.set()
+        live.poll()
+
+    poller = PeriodicCallback(poll, POLL_MS)
+    poller.start()
+    ready(f"http://{HOST}:{sockets[0].getsockname()[1]}/{token}/")
+    try:
+        await stop.wait()
+    finally:
+        poller.stop()
+        server.stop()
+        await server.close_all_connections()
+        live.capture.close()

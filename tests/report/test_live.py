@@ -1,0 +1,224 @@
+"""The live page: `convtap record --web` and `convtap serve`, opened in Debian's headless
+Chromium, show a tool call made through the real proxy in front of the real mock, and its
+finding, without a reload and with the filters kept; the token guards the page; `serve` only
+reads the capture."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+from convtap.mock.refclient import RefClient
+from convtap.mock.server import MockServer
+
+from tests.harness import record
+from tests.report.test_browser import Chromium, chromium
+from tests.report.test_report import build_capture, rows
+from tests.runner import convtap
+
+DEADLINE = 30.0  # seconds: generous for a loaded CI machine; the latency measured is printed
+LIVE_URL = re.compile(r"Watch live: (http://127\.0\.0\.1:\d+/[A-Za-z0-9_-]+/)")
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
+    with Chromium(chromium()) as opened:
+        yield opened
+
+
+def wait_page(browser: Chromium, expression: str, timeout: float = DEADLINE) -> float:
+    """Seconds until `expression` is true in the page; fails past `timeout`."""
+    started = time.monotonic()
+    while not browser.evaluate(expression):
+        assert time.monotonic() - started < timeout, f"never true: {expression}"
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def open_live(browser: Chromium, url: str) -> None:
+    """Open the page and wait until its events are connected; mark the document, so that a
+    reload would show (the mark would be gone)."""
+    browser.open(url)
+    wait_page(browser, "window.__convtapReady === true"
+              " && document.querySelector('.top p').textContent.endsWith('· live')")  # fmt: skip
+    browser.evaluate("window.__sameDocument = true")
+
+
+CALLS_SHOWN = """[...document.querySelectorAll('#timeline .call[id^="call-"]')]
+    .filter((el) => el.getElementsByClassName('finding').length > 0).map((el) => el.id)"""
+FINDINGS_SHOWN = "[...document.querySelectorAll('#timeline .finding')].map((el) => el.dataset.rule)"
+
+
+def run_client(proxy_port: int) -> None:
+    """A tool call through the proxy, answered with a faulty return (a finding or more)."""
+    summary = RefClient(f"http://127.0.0.1:{proxy_port}", timeout=20).run(faulty=True)
+    assert summary.call_id is not None and summary.accepted
+
+
+def first_finding(db: Path) -> float:
+    """When the capture first holds a finding (polled every 10 ms)."""
+    started = time.monotonic()
+    while time.monotonic() - started < DEADLINE:
+        with suppress(sqlite3.Error):
+            if db.exists() and rows(db, "SELECT count(*) FROM findings")[0][0]:
+                return time.monotonic()
+        time.sleep(0.01)
+    return float("nan")
+
+
+def shows_what_was_recorded(browser: Chromium, db: Path) -> None:
+    """Once the recorder is done: every call in the capture is in the page, with every finding."""
+    calls = sorted(f"call-{call_id}" for (call_id,) in rows(db, "SELECT call_id FROM tool_calls"))
+    findings = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
+    assert calls and findings
+    started = time.monotonic()
+    while (sorted(browser.evaluate(CALLS_SHOWN)), Counter(browser.evaluate(FINDINGS_SHOWN))) != (
+        calls,
+        findings,
+    ):
+        assert time.monotonic() - started < DEADLINE, browser.evaluate(FINDINGS_SHOWN)
+        time.sleep(0.05)
+    assert browser.evaluate("window.__sameDocument === true")  # updated, never reloaded
+
+
+def test_record_web_shows_a_call_and_its_finding_live(browser: Chromium, tmp_path: Path) -> None:
+    db = tmp_path / "capture.db"
+    with MockServer("alefita_way") as mock, record(db, mock.port, tmp_path, "--web") as rec:
+        match = LIVE_URL.search("".join(rec.lines))
+        assert match is not None, "".join(rec.lines)
+        open_live(browser, match.group(1))
+        assert browser.evaluate(CALLS_SHOWN) == []
+        recorded: list[float] = []
+        watcher = threading.Thread(target=lambda: recorded.append(first_finding(db)), daemon=True)
+        watcher.start()
+        run_client(rec.port)
+        ended = time.monotonic()
+        wait_page(browser, f"{CALLS_SHOWN}.length > 0")
+        shown = time.monotonic()
+        watcher.join(DEADLINE)
+        print(
+            f"\nthe call and its finding shown {(shown - ended) * 1000:.0f} ms after the"
+            f" client's end, {(shown - recorded[0]) * 1000:.0f} ms after they were committed"
+        )
+        rec.proc.send_signal(signal.SIGINT)  # the recording goes on while the page is open
+        out = rec.wait(120)
+    assert rec.proc.returncode == 0, out[-2000:]
+    shows_what_was_recorded(browser, db)
+
+
+def test_the_filters_are_kept_across_an_update(browser: Chromium, tmp_path: Path) -> None:
+    db = tmp_path / "capture.db"
+    with MockServer("alefita_way") as mock, record(db, mock.port, tmp_path, "--web") as rec:
+        match = LIVE_URL.search("".join(rec.lines))
+        assert match is not None
+        open_live(browser, match.group(1))
+        run_client(rec.port)
+        wait_page(browser, f"{CALLS_SHOWN}.length === 1")
+        first = browser.evaluate("document.querySelector('#timeline > .conv').dataset.conv")
+        browser.evaluate(f"location.hash = 'conversation={first}'")
+        wait_page(browser, "document.getElementById('shown').textContent.startsWith('showing')")
+        run_client(rec.port)  # a second conversation: recorded, shown only if the filter allows
+        wait_page(browser, "document.querySelectorAll('#timeline > .conv').length === 2")
+        rec.proc.send_signal(signal.SIGINT)
+        rec.wait(120)
+    shown = browser.evaluate("""[...document.querySelectorAll('#timeline > .conv')]
+        .map((el) => [el.dataset.conv, el.hidden])""")
+    assert [hidden for _, hidden in shown] == [False, True] and shown[0][0] == first
+    assert browser.evaluate("location.hash") == f"#conversation={first}"
+    assert browser.evaluate("document.getElementById('filters').elements.conversation.value") == (
+        first
+    )
+    assert browser.evaluate("window.__sameDocument === true")
+
+
+@contextmanager
+def serving(db: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`convtap serve --db db` running: its process and the URL it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "convtap.cli", "serve", "--db", str(db),
+                             *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    try:
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else ""
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+
+
+def test_serve_shows_what_another_process_records(browser: Chromium, tmp_path: Path) -> None:
+    db = tmp_path / "capture.db"
+    with MockServer("alefita_way") as mock, record(db, mock.port, tmp_path) as rec:
+        with serving(db) as (server, url):
+            open_live(browser, url)
+            run_client(rec.port)
+            wait_page(browser, f"{CALLS_SHOWN}.length > 0")
+            rec.proc.send_signal(signal.SIGINT)
+            rec.wait(120)
+            shows_what_was_recorded(browser, db)
+        assert server.returncode == 0
+
+
+def fetch(url: str) -> tuple[int, bytes]:
+    try:
+        with DIRECT.open(url, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+def files(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def test_only_the_token_opens_the_page_and_the_capture_is_only_read(tmp_path: Path) -> None:
+    db = build_capture(tmp_path, "a live look")
+    (call_id,) = rows(db, "SELECT call_id FROM tool_calls ORDER BY call_id")[0]
+    before = files(tmp_path)
+    with serving(db) as (server, url):
+        status, page = fetch(url)
+        assert status == 200 and call_id.encode() in page
+        base, token = url.rstrip("/").rsplit("/", 1)
+        wrong = token[:-1] + ("A" if token[-1] != "A" else "B")
+        paths = ["", f"{wrong}/", f"{wrong}/events", f"{token}x/", f"{token}/../", "favicon.ico"]
+        for refused in (f"{base}/{path}" for path in paths):
+            status, body = fetch(refused)
+            assert (status, body) == (404, b"404\n"), refused
+        events = urllib.request.Request(f"{url}events")
+        with DIRECT.open(events, timeout=10) as stream:  # every part, as the page's first update
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            while not (line := stream.readline()).startswith(b"data: "):
+                pass
+            assert call_id.encode() in line
+        time.sleep(0.5)  # a few polls of the capture
+    assert server.returncode == 0
+    assert files(tmp_path) == before  # not a byte changed, no file made beside it
+
+
+def test_serve_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    missing = convtap("serve", "--db", str(tmp_path / "missing.db"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert "no database at" in missing.stderr and not (tmp_path / "missing.db").exists()
+    db = build_capture(tmp_path, "busy")
+    with serving(db) as (_, url):
+        port = url.split(":")[2].split("/")[0]
+        busy = convtap("serve", "--db", str(db), "--port", port)
+    assert busy.returncode == 2 and busy.stderr.startswith(
+        f"convtap: cannot listen on 127.0.0.1:{port}"
+    )
