@@ -266,9 +266,15 @@ def record(
     if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
         fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
              "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
+    if web and catch_up:
+        fail("--web shows a recording: it cannot go with --catch-up")
+    if web and (busy := port_in_use("127.0.0.1", web_port)) is not None:
+        fail(f"cannot listen on 127.0.0.1:{web_port} ({busy}): choose another --web-port "
+             "(0 picks a free one)")  # fmt: skip
     if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
         click.echo(f"nothing to catch up: no journal beside {db}")
         return
+    new = not db.exists()
     try:
         check_database(db)
         check_free(journal_dir(db))
@@ -289,7 +295,7 @@ def record(
             "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
     for setting in settings:
         args += ["--set", setting]
-    page = start_live_page(db, web_port) if web else None
+    page = start_live_page(db, web_port, new=new) if web else None
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
     try:
         master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
@@ -306,9 +312,9 @@ def record(
         sys.exit(1)
 
 
-def start_live_page(db: Path, port: int) -> subprocess.Popen[str]:
+def start_live_page(db: Path, port: int, *, new: bool) -> subprocess.Popen[str]:
     """`convtap serve` in a process of its own, at a lower priority than the proxy; its URL
-    printed once it listens."""
+    printed once it listens. When it cannot start, a `new` database goes too."""
     page = subprocess.Popen([sys.executable, "-m", "convtap.cli", "serve", "--db", str(db),
                              "--port", str(port)], stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert page.stdout is not None
@@ -317,6 +323,10 @@ def start_live_page(db: Path, port: int) -> subprocess.Popen[str]:
     url = page.stdout.readline().strip()
     if not url:  # it said why on stderr
         page.wait()
+        if new:
+            from convtap.store.database import remove_if_empty
+
+            remove_if_empty(db)
         fail("the live page could not start (--web)")
     click.echo(f"Watch live: {url}")
     return page
@@ -336,6 +346,7 @@ def serve(db: Path, port: int) -> None:
     Example:
       convtap serve --db captures/capture.db         # prints http://127.0.0.1:PORT/TOKEN/
     """
+    from convtap.report.live import ListenError
     from convtap.report.live import serve as serve_live
     from convtap.store.database import StoreError
 
@@ -347,8 +358,8 @@ def serve(db: Path, port: int) -> None:
         serve_live(db, port, ready)
     except StoreError as exc:
         fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}): choose another --port")
+    except ListenError as exc:
+        fail(f"{exc}: choose another --port")
 
 
 @main.command("import")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 from convtap.mock.refclient import RefClient
@@ -203,9 +205,7 @@ def test_only_the_token_opens_the_page_and_the_capture_is_only_read(tmp_path: Pa
         events = urllib.request.Request(f"{url}events")
         with DIRECT.open(events, timeout=10) as stream:  # every part, as the page's first update
             assert stream.headers["Content-Type"].startswith("text/event-stream")
-            while not (line := stream.readline()).startswith(b"data: "):
-                pass
-            assert call_id.encode() in line
+            assert call_id.encode() in first_update(stream)
         time.sleep(0.5)  # a few polls of the capture
     assert server.returncode == 0
     assert files(tmp_path) == before  # not a byte changed, no file made beside it
@@ -222,3 +222,45 @@ def test_serve_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     assert busy.returncode == 2 and busy.stderr.startswith(
         f"convtap: cannot listen on 127.0.0.1:{port}"
     )
+
+
+def first_update(stream: Any) -> bytes:
+    while not (line := stream.readline()).startswith(b"data: "):
+        assert line, "the stream ended"
+    return bytes(line)
+
+
+def test_at_most_16_pages_are_kept_current_and_a_silent_one_holds_up_none(tmp_path: Path) -> None:
+    db = build_capture(tmp_path, "many pages")
+    (call_id,) = rows(db, "SELECT call_id FROM tool_calls ORDER BY call_id")[0]
+    with serving(db) as (_, url), ExitStack() as streams:
+        silent = [streams.enter_context(DIRECT.open(f"{url}events", timeout=10)) for _ in range(16)]
+        assert fetch(f"{url}events") == (503, b"503\n")  # never read: each holds its place
+        silent[0].close()
+        started = time.monotonic()
+        while (answer := fetch_stream(f"{url}events")) is None:
+            assert time.monotonic() - started < DEADLINE
+            time.sleep(0.05)
+        with answer:
+            assert call_id.encode() in first_update(answer)
+
+
+def fetch_stream(url: str) -> Any:
+    """The event stream at `url`, or None when the server refuses it (503)."""
+    try:
+        return DIRECT.open(url, timeout=10)
+    except urllib.error.HTTPError as refused:
+        assert refused.code == 503
+        return None
+
+
+def test_record_web_on_a_busy_port_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = str(holder.getsockname()[1])
+        ran = convtap("record", "--web", "--web-port", port, "--listen-port", "0",
+                      "--db", str(tmp_path / "capture.db"))  # fmt: skip
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1, ran.stderr
+    assert f"127.0.0.1:{port}" in ran.stderr and "--web-port" in ran.stderr
+    assert list(tmp_path.iterdir()) == []

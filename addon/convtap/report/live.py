@@ -16,6 +16,8 @@ import hmac
 import os
 import secrets
 import signal
+import sqlite3
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +31,7 @@ from tornado.netutil import bind_sockets
 from tornado.web import Application, HTTPError, RequestHandler
 
 from convtap.report.parts import LiveCapture, LivePage, Parts, Seen
+from convtap.store.database import StoreError
 
 HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
 POLL_MS = 200
@@ -36,6 +39,10 @@ PING = timedelta(seconds=15)  # a comment line that finds a client gone
 MAX_CLIENTS = 16
 CSP = ("default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; "
        "script-src 'unsafe-inline'; img-src data:")  # fmt: skip
+
+
+class ListenError(Exception):
+    """The page cannot be served on the port asked for."""
 
 
 class Live:
@@ -48,11 +55,20 @@ class Live:
         self.parts = self.page.parts(self.capture.capture, 0)
         self.renewed = Condition()
         self.clients = 0
+        self.trouble = ""  # what made the last look at the capture fail
 
     def poll(self) -> None:
-        if self.capture.changed():
-            self.parts = self.page.parts(self.capture.capture, self.parts.version + 1)
-            self.renewed.notify_all()
+        try:
+            if self.capture.changed():
+                self.parts = self.page.parts(self.capture.capture, self.parts.version + 1)
+                self.renewed.notify_all()
+        except (OSError, sqlite3.DatabaseError, StoreError) as exc:
+            if str(exc) != self.trouble:  # said once, not every 200 ms
+                print(f"convtap: cannot read {self.capture.db} ({exc}): the page shows what it"
+                      " read last", file=sys.stderr)  # fmt: skip
+            self.trouble = str(exc)
+        else:
+            self.trouble = ""
 
     def whole(self) -> str:
         self.poll()  # the page and the parts it is kept current from are of one reading
@@ -146,14 +162,17 @@ def application(live: Live) -> Application:
 def serve(db: Path, port: int, ready: Callable[[str], None]) -> None:
     """Serve the live page of `db` on 127.0.0.1:`port` (0: a free one) until SIGINT or SIGTERM,
     or until the process that started this one is gone. `ready(url)` is called once it listens.
-    Raises `StoreError` for what is not a readable capture, `OSError` when it cannot listen."""
+    Raises `StoreError` for what is not a readable capture, `ListenError` when it cannot listen."""
     asyncio.run(_serve(db, port, ready))
 
 
 async def _serve(db: Path, port: int, ready: Callable[[str], None]) -> None:
     token = secrets.token_urlsafe(24)
     live = Live(db, token)
-    sockets = bind_sockets(port, HOST)
+    try:
+        sockets = bind_sockets(port, HOST)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {HOST}:{port} ({exc.strerror or exc})") from exc
     server = HTTPServer(application(live))
     server.add_sockets(sockets)
     stop = asyncio.Event()

@@ -41,12 +41,18 @@ class LiveCapture:
     def _open(self) -> sqlite_utils.Database:
         self._immutable = not self._wal.exists()  # as open_readonly decides
         capture = open_readonly(self.db)
+        self._file = self._file_state()
         self._version = queries.data_version(capture)
         return capture
 
+    def _file_state(self) -> tuple[int, int, int]:
+        found = self.db.stat()
+        return found.st_ino, found.st_size, found.st_mtime_ns
+
     def changed(self) -> bool:
         """Whether something was committed since the last call (or a recording began)."""
-        if self._immutable and self._wal.exists():  # a writer came: read it as it writes
+        if self._immutable and (self._wal.exists() or self._file_state() != self._file):
+            # A writer came (and may be gone already): read the capture as it is now.
             self.capture.conn.close()
             self.capture = self._open()
             return True
