@@ -18,6 +18,7 @@ import secrets
 import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -56,8 +57,12 @@ class Live:
         self.renewed = Condition()
         self.clients = 0
         self.trouble = ""  # what made the last look at the capture fail
+        self.rest_until = 0.0
 
     def poll(self) -> None:
+        if time.monotonic() < self.rest_until:
+            return
+        started = time.monotonic()
         try:
             if self.capture.changed():
                 self.parts = self.page.parts(self.capture.capture, self.parts.version + 1)
@@ -69,6 +74,9 @@ class Live:
             self.trouble = str(exc)
         else:
             self.trouble = ""
+        # A large capture takes long to render: rest as long, so that the server takes at most
+        # half a CPU however fast the capture grows.
+        self.rest_until = 2 * time.monotonic() - started
 
     def whole(self) -> str:
         self.poll()  # the page and the parts it is kept current from are of one reading
