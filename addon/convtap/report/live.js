@@ -29,13 +29,25 @@
     return holder.content.firstElementChild;
   }
 
+  // What the reader unfolded stays unfolded (a part only grows: its earlier folds keep their place).
+  function keepOpen(old, fresh) {
+    const open = [...old.getElementsByTagName("details")].map((el) => el.open);
+    [...fresh.getElementsByTagName("details")].forEach((el, n) => {
+      if (n < open.length) el.open = open[n];
+    });
+  }
+
   function update(message) {
     const found = parts();
     for (const [key, html] of message.parts) {
       const fresh = element(html);
       const old = found.get(key);
-      if (old) old.replaceWith(fresh);
-      else timeline.append(fresh);
+      if (old) {
+        keepOpen(old, fresh);
+        old.replaceWith(fresh);
+      } else {
+        timeline.append(fresh);
+      }
       found.set(key, fresh);
     }
     if (message.order) {
