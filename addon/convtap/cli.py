@@ -229,7 +229,7 @@ def schemas(check: bool, directory: Path) -> None:
 )
 @click.option("--web", is_flag=True, help="Serve the report live on 127.0.0.1 (`convtap serve`).")
 @click.option(
-    "--web-port", default=0, type=click.IntRange(0, 65535), help="Its port (0: a free one)."
+    "--web-port", type=click.IntRange(0, 65535), help="The live page's port (default: a free one)."
 )
 def record(
     mode: str,
@@ -240,7 +240,7 @@ def record(
     settings: tuple[str, ...],
     catch_up: bool,
     web: bool,
-    web_port: int,
+    web_port: int | None,
 ) -> None:
     """Run the proxy and record every turn, tool call and tool return into --db.
 
@@ -268,6 +268,9 @@ def record(
              "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
     if web and catch_up:
         fail("--web shows a recording: it cannot go with --catch-up")
+    if web_port is not None and not web:
+        fail("--web-port goes with --web")
+    web_port = web_port or 0
     if web and (busy := port_in_use("127.0.0.1", web_port)) is not None:
         fail(f"cannot listen on 127.0.0.1:{web_port} ({busy}): choose another --web-port "
              "(0 picks a free one)")  # fmt: skip
@@ -334,7 +337,9 @@ def start_live_page(db: Path, port: int, *, new: bool) -> subprocess.Popen[str]:
 
 @main.command()
 @db_option
-@click.option("--port", default=0, type=click.IntRange(0, 65535), help="Its port (0: a free one).")
+@click.option(
+    "--port", default=0, type=click.IntRange(0, 65535), help="The page's port (0: a free one)."
+)
 def serve(db: Path, port: int) -> None:
     """Serve the report of a capture on 127.0.0.1, kept current while it is recorded into.
 

@@ -114,12 +114,18 @@ class Guarded(RequestHandler):
 
 class PageHandler(Guarded):
     def get(self, token: str) -> None:
+        try:
+            page = self.live.whole()
+        except (OSError, sqlite3.DatabaseError, StoreError) as exc:
+            raise HTTPError(503) from exc  # said on stderr by the poll
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(self.live.whole())
+        self.finish(page)
 
 
 class EventsHandler(Guarded):
     """The page's parts as they change, as server-sent events (`update`, JSON)."""
+
+    _gone = False
 
     def on_connection_close(self) -> None:
         self._gone = True
@@ -144,7 +150,6 @@ class EventsHandler(Guarded):
         return current.seen() if version == str(current.version) else Seen()
 
     async def _stream(self, seen: Seen) -> None:
-        self._gone = False
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.write("retry: 1000\n\n")
         while not self._gone:
