@@ -54,6 +54,7 @@ def wait_page(browser: Chromium, expression: str, timeout: float = DEADLINE) -> 
 def open_live(browser: Chromium, url: str) -> None:
     """Open the page and wait until its events are connected; mark the document, so that a
     reload would show (the mark would be gone)."""
+    browser.requests.clear()
     browser.open(url)
     wait_page(browser, "window.__convtapReady === true"
               " && document.querySelector('.top p').textContent.endsWith('· live')")  # fmt: skip
@@ -120,6 +121,8 @@ def test_record_web_shows_a_call_and_its_finding_live(browser: Chromium, tmp_pat
         out = rec.wait(120)
     assert rec.proc.returncode == 0, out[-2000:]
     shows_what_was_recorded(browser, db)
+    origin = match.group(1).rsplit("/", 2)[0]
+    assert browser.requests and all(url.startswith(f"{origin}/") for url in browser.requests)
 
 
 def test_the_filters_are_kept_across_an_update(browser: Chromium, tmp_path: Path) -> None:
