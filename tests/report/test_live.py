@@ -147,6 +147,10 @@ def test_the_filters_are_kept_across_an_update(browser: Chromium, tmp_path: Path
     assert browser.evaluate("document.getElementById('filters').elements.conversation.value") == (
         first
     )
+    tools = {tool for (tool,) in rows(db, "SELECT tool FROM tool_calls WHERE tool IS NOT NULL")}
+    offered = browser.evaluate("[...document.getElementById('filters').elements.tool.options]"
+                               ".map((o) => o.value)")  # fmt: skip
+    assert tools and tools <= set(offered)  # none when the page opened: added as they came
     assert browser.evaluate("window.__sameDocument === true")
 
 
