@@ -1,6 +1,6 @@
 """What `convtap report` reads from a capture, as rows: the summary's counts, the lists (tools,
-decode errors, failures), every conversation's timeline, and what the charts draw. The report's SQL, kept in the
-record layer so that the report package speaks none.
+decode errors, failures), every conversation's timeline, and what the charts draw. The report's
+SQL, kept in the store layer so that the report package speaks none.
 
 Streamed like the page: each query runs when its function is called and its rows are read as
 they are consumed. The timeline is one query per kind of row, all in page order, merged; a
