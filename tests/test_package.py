@@ -34,9 +34,12 @@ def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> Non
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
     assert tops == {"convtap"}
     for data in ("convtap/contract/rules.toml", "convtap/mock/scenarios/alefita_way.json",
-                 "convtap/mock/seed/signature_handoff.json", "convtap/store/datasette.json",
+                 "convtap/mock/seed/signature_handoff.json", "convtap/store/canned.py",
                  "convtap/proxy/script.py", "convtap/py.typed"):  # fmt: skip
         assert data in names
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    declared = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[datasette]\nconvtap = convtap.store.datasette_plugin" in declared  # Datasette's
 
 
 def test_an_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:

@@ -771,16 +771,24 @@ def report(db: Path, output: Path | None) -> None:
 
 
 @main.command("datasette-metadata")
-def datasette_metadata() -> None:
-    """Print the path of the canned Datasette queries for capture databases.
+@click.option(
+    "--name",
+    default="capture",
+    show_default=True,
+    help="The database's name in Datasette: its file's name without .db.",
+)
+def datasette_metadata(name: str) -> None:
+    """Print Datasette metadata with convtap's canned queries, for a Datasette without
+    convtap's plugin (with it, every capture has them, whatever its name).
 
     \b
     Example:
-      datasette captures/capture.db -m "$(convtap datasette-metadata)"
+      convtap datasette-metadata --name demo > metadata.json
+      datasette captures/demo.db -m metadata.json
     """
-    from convtap.store.database import DATASETTE
+    from convtap.store.canned import metadata
 
-    click.echo(str(DATASETTE))
+    click.echo(json.dumps(metadata(name), indent=2, ensure_ascii=False))
 
 
 @main.command("mitm-script")

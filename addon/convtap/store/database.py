@@ -18,7 +18,6 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from convtap.contract.audit import (
     ResponsesRequest,
 )
 from convtap.contract.returns import Call
+from convtap.store.canned import APPLICATION_ID, is_capture
 from convtap.store.rows import FindingRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
@@ -48,10 +48,6 @@ from convtap.wire.jsonvalue import LONE_SURROGATE, loads_or_none
 from convtap.wire.session import Endpoint
 
 DEFAULT_DB = Path("captures") / "capture.db"
-DATASETTE = resources.files("convtap.store") / "datasette.json"  # canned queries
-
-
-APPLICATION_ID = 0x636F6E76  # "conv": `PRAGMA application_id` of every convtap capture
 
 
 class StoreError(Exception):
@@ -254,15 +250,9 @@ def _application_id(db: sqlite_utils.Database) -> int:
 
 
 def _is_a_capture(db: sqlite_utils.Database) -> bool:
-    """convtap's own database: marked with its application id (SQLite's header field for
-    telling one application's files from another's), or made by a convtap from before the mark
-    (then it has convtap's tables). Another application's file with a `meta` table and a
-    `schema_version` in it is neither."""
-    marked = _application_id(db)
-    if marked:
-        return marked == APPLICATION_ID
-    names = set(db.table_names())
-    return {"flows", "events", "turns", "tool_calls", "tool_returns", "findings"} <= names
+    """convtap's own database (`canned.is_capture`). Another application's file with a `meta`
+    table and a `schema_version` in it is not."""
+    return is_capture(db.conn)
 
 
 def _version(db: sqlite_utils.Database) -> int:
