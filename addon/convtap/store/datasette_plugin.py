@@ -8,13 +8,16 @@ enough (convtap's own dependencies need not fit beside Datasette's).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from datasette import hookimpl
 
 from convtap.store.canned import QUERIES, database_metadata, is_capture_file
 
-_CAPTURES: dict[str, bool] = {}  # file path → whether it is a capture; one entry per file served
+# file path → (its modification time, whether it is a capture): one entry per file served,
+# read again when the file changes (a file being made into a capture while Datasette runs).
+_CAPTURES: dict[str, tuple[int, bool]] = {}
 
 
 def _is_capture(datasette: Any, database: str | None) -> bool:
@@ -22,9 +25,14 @@ def _is_capture(datasette: Any, database: str | None) -> bool:
     path = getattr(db, "path", None)
     if not path:
         return False  # an in-memory database is no capture
-    if path not in _CAPTURES:
-        _CAPTURES[path] = is_capture_file(path)
-    return _CAPTURES[path]
+    try:
+        changed = os.stat(path).st_mtime_ns
+    except OSError:
+        return False
+    known = _CAPTURES.get(path)
+    if known is None or known[0] != changed:
+        known = _CAPTURES[path] = (changed, is_capture_file(path))
+    return known[1]
 
 
 @hookimpl
