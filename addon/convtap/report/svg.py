@@ -92,14 +92,16 @@ def _legend(series: Sequence[Series]) -> list[Markup]:
 
 
 def _axis(top: float, unit: str, plot_w: float, plot_h: float) -> list[Markup]:
-    """The baseline, a line at half and at the top, each labelled with its value."""
-    out = []
+    """The baseline, a line at half and at the top, each labelled with its value; the unit
+    once, above them."""
+    out = [Markup('<text x="{}" y="17" text-anchor="end" fill="#5d6877">{}</text>').format(
+        LEFT - 6, unit)] if unit else []  # fmt: skip
     for share in (0.0, 0.5, 1.0):
         y = TOP + plot_h * (1 - share)
         out.append(Markup('<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#dbe0e6"/>'
                           '<text x="{}" y="{}" text-anchor="end" fill="#5d6877">{}</text>')
                    .format(LEFT, _n(LEFT + plot_w), _n(y), _n(y), LEFT - 6, _n(y + 4),
-                           f"{number(top * share)} {unit}".rstrip()))  # fmt: skip
+                           number(top * share)))  # fmt: skip
     return out
 
 
