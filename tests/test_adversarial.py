@@ -249,11 +249,26 @@ def test_two_imports_into_one_new_database_lose_nothing(
 
 
 def test_reprocess_is_refused_while_a_recorder_writes(tmp_path: Path, capture: Path) -> None:
+    """A journal held by a recording, or holding traffic not recorded yet, is refused; an empty
+    one nobody holds (what a killed `reprocess` leaves) is not."""
+    import fcntl
+
     journal = capture.with_name(capture.name + ".journal")
     journal.mkdir()
+    fd = os.open(journal, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a recording holds it
+    try:
+        ran = convtap("reprocess", "--db", str(capture))
+    finally:
+        os.close(fd)
+    one_line_error(ran)
+    assert "recording into" in ran.stderr
+    (journal / "0000000000.seg").write_bytes(b"x")
     ran = convtap("reprocess", "--db", str(capture))
     one_line_error(ran)
-    assert "recorder" in ran.stderr
+    assert "--catch-up" in ran.stderr
+    (journal / "0000000000.seg").unlink()
+    assert convtap("reprocess", "--db", str(capture)).returncode == 0
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -428,3 +443,143 @@ def test_a_frame_time_that_is_no_number_is_one_line_and_a_huge_status_is_told(
     with sqlite3.connect(db) as conn:
         failures = [f for (f,) in conn.execute("SELECT failure FROM flows") if f]
     assert failures and "OverflowError" in failures[0]
+
+
+# -- kill -9 in the middle ------------------------------------------------------------------------
+
+
+def socket_har(sockets: int, frames: int) -> dict[str, object]:
+    """Responses WebSocket sessions, one entry each, of `frames` server frames: a flow whose
+    rows take many batches to write."""
+    har = call_and_return_har()
+    base = har["log"]["entries"][0]
+    entries = []
+    for s in range(sockets):
+        sent = {"type": "response.create", "model": "gpt-5", "input": f"hello {s}"}
+        messages = [{"type": "send", "time": 1000.0 + s, "opcode": 1, "data": json.dumps(sent)}]
+        messages += [
+            {"type": "receive", "time": 1000.0 + s + n / 1e6, "opcode": 1,
+             "data": json.dumps({"type": "response.output_text.delta", "item_id": f"msg_{s}",
+                                 "output_index": 0, "content_index": 0, "delta": f"w{n} "})}
+            for n in range(frames)
+        ]  # fmt: skip
+        request = {k: v for k, v in base["request"].items() if k != "postData"}
+        entries.append({
+            **base, "startedDateTime": f"2026-08-27T19:00:{s:02d}.000Z",
+            "request": {**request, "method": "GET", "url": "https://chatgpt.com/v1/responses"},
+            "response": {**base["response"], "status": 101, "headers": [],
+                         "content": {"size": 0, "mimeType": "x"}},
+            "_webSocketMessages": messages,
+        })  # fmt: skip
+    return {"log": {**har["log"], "entries": entries}}
+
+
+def calls_har(pairs: int) -> dict[str, object]:
+    """`pairs` conversations, each a call and its return, each with its own ids."""
+    from tests.seeds import CALL_ID, CONV
+
+    har = call_and_return_har()
+    text = json.dumps(har["log"]["entries"])
+    entries = []
+    for n in range(pairs):
+        copy = json.loads(text.replace(CALL_ID, f"{CALL_ID[:-8]}{n:08x}")
+                          .replace(CONV, f"{CONV[:-8]}{n:08x}"))  # fmt: skip
+        for k, entry in enumerate(copy):
+            entry["startedDateTime"] = f"2026-08-27T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.{k:03d}Z"  # fmt: skip
+        entries += copy
+    return {"log": {**har["log"], "entries": entries}}
+
+
+def counts(db: Path) -> dict[str, int]:
+    """Rows per table, and events per flow, read as another process would (read-only)."""
+    with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
+        found = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                 for t in ("flows", "events", "tool_calls", "findings")}  # fmt: skip
+        for flow, events in conn.execute("SELECT f.id, (SELECT count(*) FROM events e "
+                                         "WHERE e.flow_id = f.id) FROM flows f"):  # fmt: skip
+            found[flow] = events
+    return found
+
+
+def started(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "convtap.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def kill_when(proc: subprocess.Popen[str], ready: object, timeout: float = 120) -> None:
+    """`kill -9` the process as soon as `ready()` says its work is under way (polled)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ready():  # type: ignore[operator]
+        assert proc.poll() is None, f"it ended before it could be killed: {proc.communicate()}"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait(30)
+
+
+def test_an_import_killed_midway_leaves_whole_flows_and_a_re_import_completes_it(
+    tmp_path: Path,
+) -> None:
+    """A flow's row was committed before its events: `kill -9` left a flow with part of its
+    events, and the next import skipped it as already there."""
+    har = tmp_path / "sockets.har"
+    har.write_text(json.dumps(socket_har(6, 15_000)))
+    whole = tmp_path / "whole.db"
+    assert convtap("import", str(har), "--db", str(whole)).returncode == 0
+    expected = counts(whole)
+    db = tmp_path / "killed.db"
+    proc = started(["import", str(har), "--db", str(db)])
+
+    def some_flow_committed() -> bool:
+        try:
+            return counts(db)["flows"] > 0
+        except sqlite3.Error:
+            return False  # not made yet
+
+    kill_when(proc, some_flow_committed)
+    left = counts(db)
+    assert left["flows"] < expected["flows"], "killed too late to prove anything"
+    partial = {k: (n, expected[k]) for k, n in left.items() if k.startswith("import-")
+               and n != expected[k]}  # fmt: skip
+    assert not partial, f"flows with part of their events: {partial}"
+    ran = convtap("import", str(har), "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    assert counts(db) == expected
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) -> None:
+    """`reprocess` cleared the derived tables and committed as it went: readers saw 0 calls,
+    then some, and a `kill -9` left 7,722 of 10,000 with nothing to say so."""
+    har = tmp_path / "calls.har"
+    har.write_text(json.dumps(calls_har(1000)))
+    db = tmp_path / "capture.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    assert convtap("audit", "--db", str(db)).returncode in (0, 1)
+    before = counts(db)
+    assert before["tool_calls"] == 1000 and before["findings"] > 0
+    proc = started(["reprocess", "--db", str(db)])
+    seen: list[dict[str, int]] = []
+    began: list[float] = []
+
+    def under_way() -> bool:
+        """Its journal folder is held, and it has worked 0.4 s of CPU since (of about 1.5)."""
+        seen.append(counts(db))  # what a reader sees meanwhile
+        if not began and db.with_name(db.name + ".journal").exists():
+            began.append(cpu_seconds(proc.pid))
+        return bool(began) and cpu_seconds(proc.pid) - began[0] >= 0.4
+
+    kill_when(proc, under_way)
+    assert all(s == before for s in seen), "a reader saw a partial reprocess"
+    assert counts(db) == before
+    ledger = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert len(ledger) == 1000
+    ran = convtap("reprocess", "--db", str(db))  # its left-over journal folder is no recording
+    assert ran.returncode == 0, ran.stderr
+    assert counts(db)["tool_calls"] == 1000

@@ -166,14 +166,14 @@ def import_file(
     path: Path, local: LocalRecorder, seen: set[str], progress: Callable[[int], None] | None = None
 ) -> tuple[int, int]:
     """Import the flows of one file that are not in the database yet (their ids are in `seen`,
-    which learns the new ones). Returns (imported, already there); the file's rows are committed
-    when it returns. A file that cannot be read, or holds no conversation traffic, is refused."""
+    which learns the new ones). Returns (imported, already there); each flow's rows are committed
+    together, so a re-import after a kill completes what it left. A file that cannot be read, or holds no conversation traffic, is refused."""
     if not path.is_file() or not os.access(path, os.R_OK):
         raise CaptureError(f"cannot read {path}")
     if path.suffix in DATABASES:  # another capture: merge its flows
         if path.resolve() == local.writer.path.resolve():
             raise CaptureError(f"{path} is the database it would be imported into")
-        imported, skipped = replay_db(path, local.handle, seen)
+        imported, skipped = replay_db(path, local.handle, seen, local.writer.whole)
         local.writer.flush()
         if progress is not None:
             progress(path.stat().st_size)
@@ -190,8 +190,9 @@ def import_file(
             skipped += 1
             continue
         seen.add(flow.id)
-        for event in events:
-            local.handle(event)
+        with local.writer.whole():  # a flow is in the database with all its events, or not
+            for event in events:
+                local.handle(event)
         imported += 1
         if progress is not None and position > done:
             progress(position - done)
