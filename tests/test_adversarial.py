@@ -485,7 +485,8 @@ def calls_har(pairs: int) -> dict[str, object]:
         copy = json.loads(text.replace(CALL_ID, f"{CALL_ID[:-8]}{n:08x}")
                           .replace(CONV, f"{CONV[:-8]}{n:08x}"))  # fmt: skip
         for k, entry in enumerate(copy):
-            entry["startedDateTime"] = f"2026-08-27T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.{k:03d}Z"  # fmt: skip
+            clock = f"{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.{k:03d}"
+            entry["startedDateTime"] = f"2026-08-27T{clock}Z"
         entries += copy
     return {"log": {**har["log"], "entries": entries}}
 

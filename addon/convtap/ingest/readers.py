@@ -166,8 +166,9 @@ def import_file(
     path: Path, local: LocalRecorder, seen: set[str], progress: Callable[[int], None] | None = None
 ) -> tuple[int, int]:
     """Import the flows of one file that are not in the database yet (their ids are in `seen`,
-    which learns the new ones). Returns (imported, already there); each flow's rows are committed
-    together, so a re-import after a kill completes what it left. A file that cannot be read, or holds no conversation traffic, is refused."""
+    which learns the new ones). Returns (imported, already there). Each flow's rows are
+    committed together, so a re-import completes what a killed one left. A file that cannot be
+    read, or holds no conversation traffic, is refused."""
     if not path.is_file() or not os.access(path, os.R_OK):
         raise CaptureError(f"cannot read {path}")
     if path.suffix in DATABASES:  # another capture: merge its flows
