@@ -4,6 +4,7 @@ concurrent convtap processes lose nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -584,3 +585,239 @@ def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) ->
     ran = convtap("reprocess", "--db", str(db))  # its left-over journal folder is no recording
     assert ran.returncode == 0, ran.stderr
     assert counts(db)["tool_calls"] == 1000
+
+
+# -- issue 24: one line, exit 2, nothing left behind ----------------------------------------------
+
+
+DEEP = 100_000
+
+
+def test_a_har_nested_100k_levels_is_one_line_in_every_command_that_reads_one(
+    tmp_path: Path,
+) -> None:
+    """A RecursionError's traceback (and, from `import`, an empty new database)."""
+    har = tmp_path / "deep.har"
+    har.write_text('{"log": {"entries": ' + nested(DEEP) + "}}")
+    db = tmp_path / "new.db"
+    for args in (["import", str(har), "--db", str(db)], ["diff", str(har), str(har)],
+                 ["diff", str(har), str(SSE / "alefita_way_call.sse")]):  # fmt: skip
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "nested too deep" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep.har"]
+    scenario = tmp_path / "deep.json"
+    scenario.write_text(nested(DEEP))
+    one_line_error(convtap("mock", "--scenario", str(scenario), "--port", "0"))
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config folder of this test's own (where the redaction key lives)."""
+    folder = tmp_path / "config"
+    folder.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("unusable", ["empty", "a folder", "config is a file", "not UTF-8"])
+def test_an_unusable_redaction_key_is_one_line_and_leaves_nothing(
+    tmp_path: Path, config: Path, good_har: Path, unusable: str
+) -> None:
+    """The key was read after the database and journal were made: a traceback, and both left
+    behind. (Tests run as root, who reads a folder of mode 0: a config folder that is a file is
+    the unusable one here.)"""
+    key = config / "convtap" / "redaction.key"
+    key.parent.mkdir()
+    if unusable == "empty":
+        key.touch()
+    elif unusable == "a folder":
+        key.mkdir()
+    elif unusable == "config is a file":
+        key.parent.rmdir()
+        key.parent.write_text("not a folder")
+    else:
+        key.write_bytes(b"\xff\xfe")
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "new.db"
+    for args in (["import", str(good_har), "--db", str(db)],
+                 ["record", "--listen-port", "0", "--db", str(db)],
+                 ["record", "--catch-up", "--db", str(db)]):  # fmt: skip
+        if "--catch-up" in args:
+            (work / "new.db.journal").mkdir()
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "redaction key" in ran.stderr
+        assert sorted(p.name for p in work.iterdir()) in ([], ["new.db.journal"])
+
+
+@pytest.mark.parametrize("odd", ["not UTF-8", "a folder"])
+def test_schemas_check_of_a_folder_with_an_odd_entry_is_one_line(tmp_path: Path, odd: str) -> None:
+    folder = tmp_path / "schemas"
+    assert convtap("schemas", "--dir", str(folder)).returncode == 0
+    entry = folder / ("ConversationMessage.json" if odd == "not UTF-8" else "extra.json")
+    if odd == "not UTF-8":
+        entry.write_bytes(b"\xff\xfe{}")
+    else:
+        entry.mkdir()
+    ran = convtap("schemas", "--check", "--dir", str(folder))
+    one_line_error(ran)
+    assert str(entry) in ran.stderr
+    if odd == "a folder":
+        one_line_error(convtap("schemas", "--dir", str(folder)))  # nor removed, nor a traceback
+        assert entry.is_dir()
+
+
+def test_record_says_its_recorder_died_in_one_line_without_tracebacks(tmp_path: Path) -> None:
+    """Killed recorder, clients connected: `record` stops with exit 1 and convtap's line, and
+    the loop's cancelled connections printed a CancelledError traceback each."""
+    import re
+    import signal
+
+    from convtap.mock.server import MockServer
+
+    from tests.seeds import user_turn
+
+    with MockServer("alefita_way", hold_after=2) as mock:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "convtap.cli", "record", "--listen-port", "0",
+             "--db", str(tmp_path / "c.db"), "--mode", f"reverse:http://127.0.0.1:{mock.port}",
+             "--set", f"confdir={tmp_path / 'conf'}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        port = None
+        for line in proc.stdout:
+            if match := re.search(r"127\.0\.0\.1:(\d+)", line):
+                port = int(match.group(1))
+                break
+        assert port is not None
+
+        def client() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                conn.request("POST", "/backend-api/f/conversation",
+                             body=json.dumps(user_turn()),
+                             headers={"content-type": "application/json"})  # fmt: skip
+                conn.getresponse().read()
+
+        clients = [threading.Thread(target=client, daemon=True) for _ in range(5)]
+        for thread in clients:
+            thread.start()
+        assert mock.wait_held(5, timeout=30)  # five streams under way through the proxy
+        recorder = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0]
+        os.kill(int(recorder), signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+        mock.go()
+    assert proc.returncode == 1
+    assert "Traceback" not in err and "CancelledError" not in err, err
+    assert (
+        err.strip().splitlines()
+        == [line for line in err.strip().splitlines() if "the recorder process ended" in line]
+        and err.strip()
+    ), err
+
+
+def post_raw(port: int, path: str, body: bytes) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", path, body=body, headers={"content-type": "application/json"})
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def tool_with(parameters: str) -> bytes:
+    return (b'{"model": "gpt-5", "input": "hi", "stream": true, "tools": [{"type": "function", '
+            b'"name": "f", "parameters": ' + parameters.encode() + b"}]}")  # fmt: skip
+
+
+NAN_MINIMUM = '{"type": "object", "properties": {"n": {"type": "integer", "minimum": NaN}}}'
+INF_MAXIMUM = '{"type": "object", "properties": {"n": {"type": "number", "maximum": -1e999}}}'
+HOSTILE = {
+    "deep-conversation": ("/backend-api/f/conversation", nested(DEEP).encode()),
+    "deep-responses": ("/v1/responses", nested(DEEP).encode()),
+    "deep-schema": ("/v1/responses", tool_with(nested(DEEP))),
+    "minimum-nan": ("/v1/responses", tool_with(NAN_MINIMUM)),
+    "maximum-inf": ("/v1/responses", tool_with(INF_MAXIMUM)),
+}
+
+
+@pytest.mark.parametrize(("path", "body"), HOSTILE.values(), ids=HOSTILE.keys())
+def test_the_mock_answers_a_hostile_body_with_a_4xx_json_error(path: str, body: bytes) -> None:
+    """It answered 500, an HTML page, and printed a traceback."""
+    from convtap.mock.server import MockServer
+
+    with MockServer("declared") as mock:
+        status, answer = post_raw(mock.port, path, body)
+        assert 400 <= status < 500, (status, answer[:200])
+        assert isinstance(json.loads(answer), dict)
+        fine = tool_with('{"type": "object", "properties": {"n": {"type": "integer"}}}')
+        assert post_raw(mock.port, "/v1/responses", fine)[0] == 200  # and it serves on
+
+
+def test_a_scenario_that_is_not_one_is_said_short(tmp_path: Path) -> None:
+    """Pydantic's report ran to 31 lines: now its first problems, in one line."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"steps": [{"kind": "bogus"}, 5], "gzip": "no", "x": 1, "y": 2}))
+    ran = convtap("mock", "--scenario", str(bad), "--port", "0")
+    one_line_error(ran)
+    assert "not a scenario (" in ran.stderr and "more)" in ran.stderr
+    assert len(ran.stderr) < 400
+
+
+def test_a_flow_file_cut_short_imports_what_comes_before_the_cut(tmp_path: Path) -> None:
+    """A .mitm cut 7 bytes before its end was refused whole, though 4 of its 5 flows were
+    readable: they are imported, and the cut is said in one line (exit 2, as for any file of
+    an import that could not be read whole)."""
+    from convtap.ingest.readers import read_flows
+    from mitmproxy import io
+
+    har = tmp_path / "five.har"
+    entries = call_and_return_har()["log"]["entries"]
+    log = call_and_return_har()["log"]
+    for n in range(3):  # more flows, told apart by their time
+        for k, entry in enumerate(json.loads(json.dumps(entries))):
+            entry["startedDateTime"] = f"2026-08-28T10:00:0{n}.{k}00Z"
+            log["entries"].append(entry)
+    har.write_text(json.dumps({"log": log}))
+    whole = tmp_path / "five.mitm"
+    with whole.open("wb") as handle:
+        writer = io.FlowWriter(handle)
+        for flow, _ in list(read_flows(har))[:5]:
+            writer.add(flow)
+    cut = tmp_path / "cut.mitm"
+    cut.write_bytes(whole.read_bytes()[:-7])
+    db = tmp_path / "c.db"
+    ran = convtap("import", str(cut), "--db", str(db))
+    one_line_error(ran)
+    assert "cut short" in ran.stderr and "imported 4 flows" in ran.stdout
+    ran = convtap("import", str(whole), "--db", str(db))
+    assert ran.returncode == 0 and "imported 1 flows" in ran.stdout and "4 already" in ran.stdout
+    garbage = tmp_path / "garbage.mitm"
+    garbage.write_bytes(whole.read_bytes()[:100] + os.urandom(200))
+    one_line_error(convtap("import", str(garbage), "--db", str(tmp_path / "g.db")))
+    assert not (tmp_path / "g.db").exists()
+
+
+@pytest.mark.parametrize("kind", ["foreign", "garbage"])
+def test_record_catch_up_refuses_what_is_no_capture(
+    tmp_path: Path, other_app_db: Path, kind: str
+) -> None:
+    """It said "nothing to catch up" and exited 0."""
+    target = other_app_db
+    if kind == "garbage":
+        target = tmp_path / "garbage.db"
+        target.write_bytes(os.urandom(4096))
+    before = fingerprint(target)
+    one_line_error(convtap("record", "--catch-up", "--db", str(target)))
+    assert fingerprint(target) == before
+
+
+def test_a_hard_link_to_the_database_is_not_imported_into_itself(
+    tmp_path: Path, capture: Path
+) -> None:
+    link = tmp_path / "link.db"
+    os.link(capture, link)
+    ran = convtap("import", str(link), "--db", str(capture))
+    one_line_error(ran)
+    assert "the database it would be imported into" in ran.stderr
