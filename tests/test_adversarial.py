@@ -609,6 +609,15 @@ def test_a_har_nested_100k_levels_is_one_line_in_every_command_that_reads_one(
     scenario = tmp_path / "deep.json"
     scenario.write_text(nested(DEEP))
     one_line_error(convtap("mock", "--scenario", str(scenario), "--port", "0"))
+    # the other readers of JSON: a decode error each, and decoding goes on
+    body = tmp_path / "deep.sse"
+    body.write_text(f"data: {nested(DEEP)}\n\ndata: [DONE]\n\n")
+    frames = tmp_path / "frames.jsonl"
+    frames.write_text(nested(DEEP) + "\n")
+    for args in (["decode", str(body)], ["decode", "--ws", str(frames), str(body)],
+                 ["decode", "--protocol", "responses", str(scenario)]):  # fmt: skip
+        ran = convtap(*args)
+        assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr
 
 
 @pytest.fixture
@@ -643,6 +652,7 @@ def test_an_unusable_redaction_key_is_one_line_and_leaves_nothing(
     db = work / "new.db"
     for args in (["import", str(good_har), "--db", str(db)],
                  ["record", "--listen-port", "0", "--db", str(db)],
+                 ["demo", "--db", str(db)],
                  ["record", "--catch-up", "--db", str(db)]):  # fmt: skip
         if "--catch-up" in args:
             (work / "new.db.journal").mkdir()

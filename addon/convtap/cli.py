@@ -767,9 +767,15 @@ def demo(db: Path) -> None:
     reference client answering a tool call correctly and then wrongly; print the call ledger."""
     from convtap.contract.formats import render
     from convtap.ingest.capture import audit_capture, ledger
-    from convtap.mock.demo import run_demo
+    from convtap.mock.demo import DemoError, run_demo
+    from convtap.record.local import redactor
+    from convtap.store.database import StoreError
 
-    run_demo(db, click.echo)
+    try:
+        redactor()  # an unusable key is said before anything starts
+        run_demo(db, click.echo)
+    except (DemoError, StoreError) as exc:
+        fail(str(exc))
     result = audit_capture(db)
     click.echo(f"== the audit (convtap audit --db {db})")
     click.echo(render(result, "text", str(db)))
