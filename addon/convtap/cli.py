@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -154,6 +155,24 @@ def decode(
         fail(str(exc))
 
 
+def read_schema_files(directory: Path, *, check: bool) -> dict[str, str]:
+    """The schema files in `directory`, by name. A folder among them is refused, and so is a
+    file that is not UTF-8 when only checking (writing replaces it)."""
+    present: dict[str, str] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        if not path.is_file():
+            fail(f"{path} is not a file: not a schema file")
+        try:
+            present[path.name] = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            if check:
+                fail(f"{path} is not UTF-8 text: not a schema file (`convtap schemas` replaces it)")
+            present[path.name] = ""
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror or exc}")
+    return present
+
+
 @main.command()
 @click.option("--check", is_flag=True, help="Exit 1 if the files differ from the models.")
 @click.option(
@@ -175,9 +194,7 @@ def schemas(check: bool, directory: Path) -> None:
     from convtap.models.export import export_schemas
 
     wanted = export_schemas()
-    present = (
-        {p.name: p.read_text() for p in directory.glob("*.json")} if directory.is_dir() else {}
-    )
+    present = read_schema_files(directory, check=check)
     stale = sorted(n for n in wanted if present.get(n) != wanted[n])
     extra = sorted(set(present) - set(wanted))
     if check:
@@ -192,7 +209,7 @@ def schemas(check: bool, directory: Path) -> None:
         return
     directory.mkdir(parents=True, exist_ok=True)
     for name in stale:
-        (directory / name).write_text(wanted[name])
+        (directory / name).write_text(wanted[name], encoding="utf-8")
     for name in extra:
         (directory / name).unlink()
     click.echo(
@@ -250,17 +267,24 @@ def record(
 
     from convtap.journal.segments import JournalError, check_free, journal_dir
     from convtap.proxy.addon import ConvtapAddon
+    from convtap.record.local import redactor
     from convtap.record.queued_output import QueuedOutput
     from convtap.record.worker import catch_up as record_journal
-    from convtap.store.database import StoreError, check_database
+    from convtap.store.database import StoreError, check_database, open_readonly
 
     if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
         fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
              "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
     if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
+        try:
+            if db.exists():  # but a file that is no capture is said so
+                open_readonly(db).conn.close()
+        except StoreError as exc:
+            fail(str(exc))
         click.echo(f"nothing to catch up: no journal beside {db}")
         return
     try:
+        redactor(not no_redact)  # the key first: an unusable one leaves no database behind
         check_database(db)
         check_free(journal_dir(db))
         if catch_up:
@@ -281,6 +305,7 @@ def record(
     for setting in settings:
         args += ["--set", setting]
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
+    asyncio.set_event_loop_policy(QuietCancelPolicy())
     master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
     if output.dropped:
         click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"
@@ -289,6 +314,23 @@ def record(
     if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
         click.echo(f"convtap: {addon.failed}", err=True)
         sys.exit(1)
+
+
+class QuietCancelPolicy(asyncio.DefaultEventLoopPolicy):
+    """Loops that do not print a connection's cancellation. When the proxy stops with clients
+    connected (its recorder died, or Ctrl-C), the loop cancels each connection's task, and
+    Python 3.11's streams then print a CancelledError traceback per connection. mitmproxy puts
+    back the loop's own handler when it stops, so the handler is set as the loop is made."""
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+        loop.set_exception_handler(_quiet_cancelled)
+        return loop
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), asyncio.CancelledError):
+        loop.default_exception_handler(context)
 
 
 @main.command("import")
@@ -326,11 +368,11 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
     except StoreError as exc:
         fail(str(exc))
     for result in results:
-        if result.error:
-            click.echo(f"convtap: {result.error}", err=True)
-        else:
+        if result.error is None or result.imported or result.skipped:
             click.echo(f"imported {result.imported} flows from {result.path} into {db} "
                        f"({result.skipped} already there)")  # fmt: skip
+        if result.error:
+            click.echo(f"convtap: {result.error}", err=True)
     if any(result.error for result in results):
         sys.exit(2)
 
@@ -725,9 +767,15 @@ def demo(db: Path) -> None:
     reference client answering a tool call correctly and then wrongly; print the call ledger."""
     from convtap.contract.formats import render
     from convtap.ingest.capture import audit_capture, ledger
-    from convtap.mock.demo import run_demo
+    from convtap.mock.demo import DemoError, run_demo
+    from convtap.record.local import redactor
+    from convtap.store.database import StoreError
 
-    run_demo(db, click.echo)
+    try:
+        redactor()  # an unusable key is said before anything starts
+        run_demo(db, click.echo)
+    except (DemoError, StoreError) as exc:
+        fail(str(exc))
     result = audit_capture(db)
     click.echo(f"== the audit (convtap audit --db {db})")
     click.echo(render(result, "text", str(db)))

@@ -213,7 +213,18 @@ def _check_is_ours(path: Path, *, allow_empty: bool) -> None:
 
 @contextlib.contextmanager
 def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
-    """An immediate transaction: the write lock is taken before anything is read."""
+    """An immediate transaction: the write lock is taken before anything is read. Inside a
+    transaction already open (`Writer.whole`), a savepoint of it."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT part")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO part")
+            conn.execute("RELEASE part")
+            raise
+        conn.execute("RELEASE part")
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -284,6 +295,7 @@ class Writer:
         self._batch, self._delay = batch, delay
         self._sql: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self.failures: list[str] = []  # what could not be written, also told on its flow
+        self._whole, self._opened = False, 0.0  # inside `whole()`, and when its transaction began
 
     def put(self, row: Row) -> None:
         if not self._ops:
@@ -309,6 +321,51 @@ class Writer:
         self._ops, self._position = [], None
         if ops or position is not None:
             self._commit(ops, position)
+        if not self._whole and self.db.conn.in_transaction:  # wholes that ended before
+            self._end_whole()
+
+    @contextlib.contextmanager
+    def whole(self) -> Iterator[None]:
+        """What is put inside is committed in one transaction, or not at all: an imported flow
+        with its events, a whole reprocess. Batches flushed meanwhile go into the open
+        transaction (SQLite keeps them on disk, not in memory). Wholes in a row share it until
+        one ends `delay` after it began, as batches do; the write lock is held throughout, so
+        other writers wait for it (up to `BUSY_TIMEOUT`)."""
+        conn = self.db.conn
+        if self._whole:  # inside a larger one
+            yield
+            return
+        if not conn.in_transaction:
+            self.flush()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                _raise_if_full(exc, self.path)
+                raise StoreError(f"cannot write into {self.path}: {exc}") from exc
+            self._opened = time.monotonic()
+        self._whole = True
+        try:
+            yield
+            self.flush()
+        except BaseException as exc:
+            self._ops, self._position = [], None
+            if conn.in_transaction:
+                conn.rollback()
+            if isinstance(exc, sqlite3.Error):
+                _raise_if_full(exc, self.path)
+                raise StoreError(f"cannot write into {self.path}: {exc}") from exc
+            raise
+        finally:
+            self._whole = False
+        if time.monotonic() - self._opened >= self._delay:
+            self._end_whole()
+
+    def _end_whole(self) -> None:
+        try:
+            self.db.conn.commit()
+        except sqlite3.Error as exc:
+            _raise_if_full(exc, self.path)
+            raise StoreError(f"cannot write into {self.path}: {exc}") from exc
 
     def index(self) -> None:
         """Commit, then bring the full-text index up to date (the recorder is idle)."""
@@ -544,7 +601,7 @@ DERIVED = (
 
 def clear_derived(db: sqlite_utils.Database) -> None:
     """Before `convtap reprocess`: drop what the decoder derived, keep flows and raw events."""
-    with db.conn:
+    with _write_lock(db.conn):
         for table in DERIVED:
             db.execute(f'DELETE FROM "{table}"')
         db.execute("DELETE FROM [messages_fts_pending]")
