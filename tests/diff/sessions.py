@@ -17,17 +17,31 @@ def entry(url: str, request: Any, sse: str, at: str) -> dict[str, Any]:
     return {
         "startedDateTime": at,
         "time": 10,
-        "request": {"method": "POST", "url": url, "httpVersion": "HTTP/1.1",
-                    "headers": [{"name": "content-type", "value": "application/json"}],
-                    "cookies": [], "queryString": [], "headersSize": -1, "bodySize": len(text),
-                    "postData": {"mimeType": "application/json", "text": text}},
-        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1",
-                     "headers": [{"name": "content-type", "value": "text/event-stream"}],
-                     "cookies": [], "redirectURL": "", "headersSize": -1, "bodySize": len(sse),
-                     "content": {"size": len(sse), "mimeType": "text/event-stream", "text": sse}},
+        "request": {
+            "method": "POST",
+            "url": url,
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "application/json"}],
+            "cookies": [],
+            "queryString": [],
+            "headersSize": -1,
+            "bodySize": len(text),
+            "postData": {"mimeType": "application/json", "text": text},
+        },
+        "response": {
+            "status": 200,
+            "statusText": "OK",
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "text/event-stream"}],
+            "cookies": [],
+            "redirectURL": "",
+            "headersSize": -1,
+            "bodySize": len(sse),
+            "content": {"size": len(sse), "mimeType": "text/event-stream", "text": sse},
+        },
         "cache": {},
         "timings": {"send": 1, "wait": 8, "receive": 1},
-    }  # fmt: skip
+    }
 
 
 def har(entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -35,33 +49,67 @@ def har(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def sse(events: list[dict[str, Any]]) -> str:
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e, ensure_ascii=False)}\n\n"
-                   for e in events)  # fmt: skip
+    return "".join(
+        f"event: {e['type']}\ndata: {json.dumps(e, ensure_ascii=False)}\n\n" for e in events
+    )
 
 
 def responses_session(content: dict[str, Any], drop_tools: bool = False) -> dict[str, Any]:
     """Two Responses turns: a function call, then its output and an answer. `content` holds
     everything a user or a model chooses: prompt, instructions, tool, arguments, output,
     answer, title, metadata."""
-    tool = {"type": "function", "name": content["tool"], "description": content["about"],
-            "parameters": content["schema"], "strict": False}  # fmt: skip
-    call = {"type": "function_call", "id": "fc_68a1b2c3d4", "call_id": "call_Qx7RkP2m9z",
-            "name": content["tool"], "arguments": content["arguments"], "status": "completed"}  # fmt: skip
-    prompt = {"type": "message", "role": "user",
-              "content": [{"type": "input_text", "text": content["prompt"]}]}  # fmt: skip
-    first = {"model": "gpt-5", "instructions": content["instructions"], "input": [prompt],
-             "tools": [tool], "stream": True, "metadata": content["metadata"]}  # fmt: skip
-    output = {"type": "function_call_output", "call_id": call["call_id"],
-              "output": content["output"]}  # fmt: skip
+    tool = {
+        "type": "function",
+        "name": content["tool"],
+        "description": content["about"],
+        "parameters": content["schema"],
+        "strict": False,
+    }
+    call = {
+        "type": "function_call",
+        "id": "fc_68a1b2c3d4",
+        "call_id": "call_Qx7RkP2m9z",
+        "name": content["tool"],
+        "arguments": content["arguments"],
+        "status": "completed",
+    }
+    prompt = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": content["prompt"]}],
+    }
+    first = {
+        "model": "gpt-5",
+        "instructions": content["instructions"],
+        "input": [prompt],
+        "tools": [tool],
+        "stream": True,
+        "metadata": content["metadata"],
+    }
+    output = {
+        "type": "function_call_output",
+        "call_id": call["call_id"],
+        "output": content["output"],
+    }
     second = {**first, "input": [prompt, call, output]}
-    answer = {"type": "message", "id": "msg_68a1b2c3d4", "role": "assistant",
-              "status": "completed", "content": [{"type": "output_text", "text": content["answer"],
-                                                  "annotations": []}]}  # fmt: skip
+    answer = {
+        "type": "message",
+        "id": "msg_68a1b2c3d4",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": content["answer"], "annotations": []}],
+    }
 
     def response(n: int, status: str, out: list[Any]) -> dict[str, Any]:
-        body = {"id": f"resp_68a1c0ffe{n}", "object": "response", "status": status,
-                "instructions": content["instructions"], "metadata": content["metadata"],
-                "tools": [tool], "output": out}  # fmt: skip
+        body = {
+            "id": f"resp_68a1c0ffe{n}",
+            "object": "response",
+            "status": status,
+            "instructions": content["instructions"],
+            "metadata": content["metadata"],
+            "tools": [tool],
+            "output": out,
+        }
         if drop_tools:
             del body["tools"]
         return body
@@ -78,26 +126,60 @@ def responses_session(content: dict[str, Any], drop_tools: bool = False) -> dict
         ]
 
     half = len(content["arguments"]) // 2
-    calling = [{"type": "response.function_call_arguments.delta", "item_id": call["id"],
-                "output_index": 0, "delta": part}
-               for part in (content["arguments"][:half], content["arguments"][half:])]
-    calling.append({"type": "response.function_call_arguments.done", "item_id": call["id"],
-                    "output_index": 0, "arguments": content["arguments"]})
+    calling = [
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": call["id"],
+            "output_index": 0,
+            "delta": part,
+        }
+        for part in (content["arguments"][:half], content["arguments"][half:])
+    ]
+    calling.append(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": call["id"],
+            "output_index": 0,
+            "arguments": content["arguments"],
+        }
+    )
     part = {"type": "output_text", "text": content["answer"], "annotations": []}
     answering = [
-        {"type": "response.content_part.added", "item_id": answer["id"], "output_index": 0,
-         "content_index": 0, "part": {**part, "text": ""}},
-        {"type": "response.output_text.delta", "item_id": answer["id"], "output_index": 0,
-         "content_index": 0, "delta": content["answer"]},
-        {"type": "response.output_text.done", "item_id": answer["id"], "output_index": 0,
-         "content_index": 0, "text": content["answer"]},
-        {"type": "response.content_part.done", "item_id": answer["id"], "output_index": 0,
-         "content_index": 0, "part": part},
-    ]  # fmt: skip
-    return har([
-        entry(RESPONSES, first, sse(turn(1, call, calling)), "2026-08-27T19:51:00.000Z"),
-        entry(RESPONSES, second, sse(turn(2, answer, answering)), "2026-08-27T19:51:30.000Z"),
-    ])  # fmt: skip
+        {
+            "type": "response.content_part.added",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "part": {**part, "text": ""},
+        },
+        {
+            "type": "response.output_text.delta",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "delta": content["answer"],
+        },
+        {
+            "type": "response.output_text.done",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "text": content["answer"],
+        },
+        {
+            "type": "response.content_part.done",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "part": part,
+        },
+    ]
+    return har(
+        [
+            entry(RESPONSES, first, sse(turn(1, call, calling)), "2026-08-27T19:51:00.000Z"),
+            entry(RESPONSES, second, sse(turn(2, answer, answering)), "2026-08-27T19:51:30.000Z"),
+        ]
+    )
 
 
 WEATHER = {
@@ -105,8 +187,12 @@ WEATHER = {
     "instructions": "You are a helpful assistant that reports weather updates.",
     "tool": "get_weather",
     "about": "Current weather for a city",
-    "schema": {"type": "object", "properties": {"city": {"type": "string"}},
-               "required": ["city"], "additionalProperties": False},  # fmt: skip
+    "schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
     "arguments": json.dumps({"city": "São Paulo"}),
     "output": json.dumps({"temperature": 21, "sky": "cloudy"}),
     "answer": "It is 21 °C and cloudy in São Paulo.",
@@ -117,11 +203,17 @@ CALENDAR = {
     "instructions": "Plan the user's week with the calendar tools. Be brief.",
     "tool": "create_event",
     "about": "Creates a calendar event",
-    "schema": {"type": "object", "properties": {"title": {"type": "string"},
-               "when": {"type": "string", "format": "date-time"},
-               "guests": {"type": "array", "items": {"type": "string"}}}},  # fmt: skip
-    "arguments": json.dumps({"title": "Lunch with Ana", "when": "2026-08-28T12:00",
-                             "guests": ["ana@example.com"]}),  # fmt: skip
+    "schema": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "when": {"type": "string", "format": "date-time"},
+            "guests": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "arguments": json.dumps(
+        {"title": "Lunch with Ana", "when": "2026-08-28T12:00", "guests": ["ana@example.com"]}
+    ),
     "output": "created event evt_42 (calendar tools)",
     "answer": "Done: lunch with Ana is on your calendar for Friday at noon.",
     "metadata": {"team": "calendar", "ticket": "PLAN-7"},
@@ -143,12 +235,23 @@ def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
         if drop_signatures:
             request.pop("local_function_signatures", None)
         text = json.dumps(request, ensure_ascii=False)
-        body = e["response"]["content"]["text"].replace(
-            '"o": "append", "v": "Vou cha"', '"o": "append", "v": "Let me look that up for you"'
-        ).replace('"v": "Execute"', '"v": "Here are the results"')
+        body = (
+            e["response"]["content"]["text"]
+            .replace(
+                '"o": "append", "v": "Vou cha"', '"o": "append", "v": "Let me look that up for you"'
+            )
+            .replace('"v": "Execute"', '"v": "Here are the results"')
+        )
         body = body.replace('{\\"mes', '{\\"query\\": \\"people\\", \\"mes')
-        body += sse([{"type": "title_generation", "title": "Famous People List Request",
-                      "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"}])  # fmt: skip
+        body += sse(
+            [
+                {
+                    "type": "title_generation",
+                    "title": "Famous People List Request",
+                    "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10",
+                }
+            ]
+        )
         for old, new in swap.items():
             text, body = text.replace(old, new), body.replace(old, new)
         e["request"]["postData"]["text"] = text
@@ -160,6 +263,13 @@ def older_with_title() -> dict[str, Any]:
     """older.har as it is, but with a title (as conversation_session has one)."""
     log = json.loads(OLDER.read_text())
     for e in log["log"]["entries"]:
-        e["response"]["content"]["text"] += sse([{"type": "title_generation", "title": "Um",
-                                                  "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"}])  # fmt: skip
+        e["response"]["content"]["text"] += sse(
+            [
+                {
+                    "type": "title_generation",
+                    "title": "Um",
+                    "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10",
+                }
+            ]
+        )
     return log

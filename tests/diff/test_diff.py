@@ -187,8 +187,11 @@ def test_a_kind_always_seen_is_removed_one_seen_sometimes_is_not_seen() -> None:
     found = [(c.check, c.kind, c.detail) for c in compare(a, b) if c.level != "non-breaking"]
     assert found == [
         ("op-removed", "delta:merge", "in every one of A's 2 conversation flows, in none of B's 2"),
-        ("kind-removed", "event:always",
-         "in every one of A's 2 conversation flows, in none of B's 2"),  # fmt: skip
+        (
+            "kind-removed",
+            "event:always",
+            "in every one of A's 2 conversation flows, in none of B's 2",
+        ),
         ("not-seen", "event:sometimes", "in 1 of A's 2 conversation flows, in none of B's 2"),
     ]
     b.contexts.clear()  # B has no f/conversation flow at all: one line, nothing compared

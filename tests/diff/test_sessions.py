@@ -3,12 +3,12 @@ protocols; one planted protocol change is found once, at its root; no free text 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 from convtap.diff.capture import capture_shapes
 from convtap.diff.compare import compare
 from convtap.diff.render import render
@@ -38,10 +38,8 @@ def strings(value: Any) -> set[str]:
         inner = [line[6:] if line.startswith("data: ") else line for line in value.split("\n")]
         found = {value}
         for text in inner:
-            try:
+            with contextlib.suppress(ValueError):
                 found |= strings(json.loads(text)) if text[:1] in "{[" and text else set()
-            except ValueError:
-                pass
         return found
     if isinstance(value, dict):
         return {s for k, v in value.items() for s in strings(k) | strings(v)}
@@ -52,8 +50,9 @@ def strings(value: Any) -> set[str]:
 
 def free_text(value: Any) -> set[str]:
     """Every string of a capture longer than an identifier could be."""
-    return {s.strip() for s in strings(value) if len(s.strip()) > 8
-            and not IDENTIFIER.match(s.strip())}  # fmt: skip
+    return {
+        s.strip() for s in strings(value) if len(s.strip()) > 8 and not IDENTIFIER.match(s.strip())
+    }
 
 
 def outputs(shapes: tuple[Shapes, Shapes]) -> dict[str, str]:
@@ -79,8 +78,11 @@ def test_a_change_to_the_shared_response_object_is_one_line(tmp_path: Path) -> N
     weather = shapes_of(tmp_path, "weather", responses_session(WEATHER))
     calendar = shapes_of(tmp_path, "calendar", responses_session(CALENDAR, drop_tools=True))
     [change] = compare(weather, calendar)
-    assert (change.check, change.level, change.path) == ("path-removed", "breaking",
-                                                          "response.tools")  # fmt: skip
+    assert (change.check, change.level, change.path) == (
+        "path-removed",
+        "breaking",
+        "response.tools",
+    )
     assert change.kinds == (
         "event:response.completed",
         "event:response.created",
@@ -126,18 +128,26 @@ def test_user_data_is_declared_for_both_protocols() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner,
-                                                                 max_size=3),  # fmt: skip
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 texts = st.text(min_size=0, max_size=60)
-content = st.fixed_dictionaries({
-    "prompt": texts, "instructions": texts, "about": texts, "answer": texts, "output": texts,
-    "title": texts, "tool": st.from_regex(r"\A[a-z_]{1,20}\Z"),
-    "schema": st.dictionaries(st.text(max_size=12), json_values, max_size=4),
-    "arguments": json_values.map(json.dumps),
-    "metadata": st.dictionaries(st.text(max_size=12), st.text(max_size=20), max_size=3),
-})  # fmt: skip
+content = st.fixed_dictionaries(
+    {
+        "prompt": texts,
+        "instructions": texts,
+        "about": texts,
+        "answer": texts,
+        "output": texts,
+        "title": texts,
+        "tool": st.from_regex(r"\A[a-z_]{1,20}\Z"),
+        "schema": st.dictionaries(st.text(max_size=12), json_values, max_size=4),
+        "arguments": json_values.map(json.dumps),
+        "metadata": st.dictionaries(st.text(max_size=12), st.text(max_size=20), max_size=3),
+    }
+)
 
 
 def session_shapes(c: dict[str, Any]) -> tuple[Shapes, list[Any]]:
@@ -154,13 +164,22 @@ def session_shapes(c: dict[str, Any]) -> tuple[Shapes, list[Any]]:
                 event = json.loads(line[6:])
                 add(shapes, f"event:{event['type']}", event, "responses", e["startedDateTime"])
                 objects.append(event)
-    message = {"author": {"role": "user"}, "recipient": "all", "status": "finished_successfully",
-               "content": {"content_type": "text", "parts": [c["prompt"], c["answer"]]}}  # fmt: skip
+    message = {
+        "author": {"role": "user"},
+        "recipient": "all",
+        "status": "finished_successfully",
+        "content": {"content_type": "text", "parts": [c["prompt"], c["answer"]]},
+    }
     title = {"type": "title_generation", "title": c["title"], "conversation_id": "c-1"}
     add(shapes, "message:user:all:text", message, "turns")
     add(shapes, "event:title_generation", title, "conversation")
-    request = {"action": "next", "messages": [message], "local_function_signatures": [
-        {"name": c["tool"], "description": c["about"], "type": "function", "params": []}]}
+    request = {
+        "action": "next",
+        "messages": [message],
+        "local_function_signatures": [
+            {"name": c["tool"], "description": c["about"], "type": "function", "params": []}
+        ],
+    }
     add(shapes, "request:conversation", request, "requests")
     return shapes, [*objects, message, title, request]
 
@@ -173,8 +192,12 @@ def test_captures_differing_only_in_user_data_diff_to_nothing(
     (one, first), (other, second) = session_shapes(a), session_shapes(b)
     assert compare(one, other) == []
     planted = session_shapes(a)[0]
-    add(planted, "event:title_generation", {"type": "title_generation", "title": b["title"],
-                                            "conversation_id": "c-2", "kind": "auto"}, "conversation")  # fmt: skip
+    add(
+        planted,
+        "event:title_generation",
+        {"type": "title_generation", "title": b["title"], "conversation_id": "c-2", "kind": "auto"},
+        "conversation",
+    )
     changes = compare(one, planted)
     assert [(c.check, c.path) for c in changes] == [("path-added", "kind")]
     shown = "\n".join(outputs((one, planted)).values()) + "\n".join(outputs((one, other)).values())

@@ -5,7 +5,6 @@ A change carries no value of the session (compare.py), so nothing here needs to 
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from dataclasses import asdict
 from typing import Any
@@ -31,7 +30,10 @@ def kinds_label(change: Change) -> str:
     kinds = list(change.kinds) or [change.kind]
     if len(kinds) == 1 or change.kind.startswith("family:"):
         return change.kind
-    prefix = os.path.commonprefix(kinds)
+    prefix = kinds[0]
+    for kind in kinds[1:]:
+        while not kind.startswith(prefix):
+            prefix = prefix[:-1]
     cut = max(prefix.rfind("."), prefix.rfind(":")) + 1
     return f"{prefix[:cut]}{{{','.join(k[cut:] for k in kinds)}}}"
 

@@ -236,9 +236,7 @@ def message_kind(message: dict[str, Any]) -> str:
             f"{content.get('content_type', '?')}")  # fmt: skip
 
 
-def add(
-    shapes: Shapes, kind: str, obj: Any, family: str = "", context: str | None = None
-) -> None:
+def add(shapes: Shapes, kind: str, obj: Any, family: str = "", context: str | None = None) -> None:
     """One object of `kind`; `context` names the flow or turn it came in (None: its own)."""
     shapes.kind(kind, family).add(kind, obj, context)
 
