@@ -199,3 +199,17 @@ def test_a_kind_always_seen_is_removed_one_seen_sometimes_is_not_seen() -> None:
     assert [(c.check, c.kind, c.kinds) for c in compare(a, b)] == [
         ("not-seen", "family:conversation", ("delta:merge", "event:always", "event:sometimes"))
     ]
+
+
+def test_item_types_are_contexts_counted_against_their_arrays() -> None:
+    """Which tools a user declares is the session's: a tool type A had and B lacks is not seen,
+    never a removal, and the fields of a type one side never had are not compared."""
+    a, b = Shapes(), Shapes()
+    for n in range(2):
+        add(a, "request:responses", {"tools": [{"type": "function", "name": f"f{n}"}]})
+        add(b, "request:responses", {"tools": [{"type": "file_search", "vector_store_ids": []}]})
+    found = [(c.check, c.path, c.detail) for c in compare(a, b)]
+    assert found == [
+        ("path-added", "tools[]{file_search}", "new (object): seen 2 times in B"),
+        ("not-seen", "tools[]{function}", "seen 2 times in A, never in B (object)"),
+    ]

@@ -131,13 +131,6 @@ def _contexts(shapes: Shapes, family: str) -> int:
                           default=0)  # fmt: skip
 
 
-def _parent_count(kind: KindShape, parent: str) -> int:
-    if not parent:
-        return kind.count
-    shape = kind.paths.get(parent)
-    return shape.objects if shape is not None else 0
-
-
 def _types(shape: PathShape) -> str:
     return "|".join(sorted(shape.types))
 
@@ -147,7 +140,7 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
     for path in sorted(set(a.paths) | set(b.paths)):
         old, new = a.paths.get(path), b.paths.get(path)
         parent = (old or new).parent  # type: ignore[union-attr]
-        of_a, of_b = _parent_count(a, parent), _parent_count(b, parent)
+        of_a, of_b = a.holders(parent, path), b.holders(parent, path)
         if of_a == 0 or of_b == 0:
             continue  # under an object one side never had: reported at that object
         if old is None and new is not None:
@@ -220,6 +213,9 @@ def _change(item: tuple[_Found, list[str]]) -> Change:
         "enum-value-added": f"new value {f.example!r}",
         "enum-value-removed": f"value {f.example!r} not seen any more",
     }
+    if is_context(f.path):  # items, not fields: how many, not how often
+        details["not-seen"] = f"seen {a_seen} times in A, never in B {typed}".rstrip()
+        details["path-added"] = f"new {typed}: seen {b_seen} times in B"
     kind = kinds[0]
     return Change(f.check, CHECKS[f.check][0], kind, f.path, details[f.check], f.example,
                   tuple(kinds))  # fmt: skip

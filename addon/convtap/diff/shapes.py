@@ -112,11 +112,6 @@ class PathShape:
     def enum(self) -> set[str] | None:
         return set(self.values) if self.values else None
 
-    @property
-    def objects(self) -> int:
-        """Instances that were objects: the parent count of the paths under it."""
-        return self.types["object"]
-
 
 @dataclass
 class KindShape:
@@ -142,12 +137,15 @@ class KindShape:
         shape = self.paths.setdefault(path, PathShape(""))
         shape.add(value, not leaf)
 
-    def parent_count(self, path: str) -> int:
-        parent = self.paths[path].parent
+    def holders(self, parent: str, path: str) -> int:
+        """How many values at `parent` could hold `path`: objects for a key, arrays for an
+        item; the kind's objects for a top-level key."""
         if not parent:
             return self.count
         shape = self.paths.get(parent)
-        return shape.objects if shape is not None else 0
+        if shape is None:
+            return 0
+        return shape.types["array" if re.sub(r"\{[^}]*\}$", "", path).endswith("[]") else "object"]
 
 
 @dataclass
