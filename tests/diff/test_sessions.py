@@ -25,6 +25,7 @@ from tests.diff.sessions import (
 )
 
 FORMATS = ("text", "json", "markdown", "github")
+FREE_KEYS = ("prompt", "instructions", "about", "answer", "output", "title")
 
 
 def shapes_of(tmp_path: Path, name: str, log: dict[str, Any]) -> Shapes:
@@ -108,6 +109,7 @@ def test_no_free_text_of_either_session_is_printed(tmp_path: Path) -> None:
     assert "You are a helpful assistant that reports weather updates." in texts
     for fmt, out in outputs(shapes).items():
         assert not [t for t in texts if t in out], fmt
+    assert max(map(len, outputs(shapes)["text"].splitlines())) <= 100
 
 
 def test_user_data_is_declared_for_both_protocols() -> None:
@@ -203,4 +205,6 @@ def test_captures_differing_only_in_user_data_diff_to_nothing(
     shown = "\n".join(outputs((one, planted)).values()) + "\n".join(outputs((one, other)).values())
     leaked = [t for t in free_text(first) | free_text(second) if t in shown]
     assert not leaked
+    chosen = [v.strip() for c in (a, b) for k, v in c.items() if k in FREE_KEYS]
+    assert not [v for v in chosen if len(v) > 8 and v in shown]  # identifier-like or not
     assert not re.search(r"[^\x00-\x7f→…]", shown.replace("A → B", ""))

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from convtap.diff.shapes import FORMAT_KEY, FORMAT_VERSION, KindShape, PathShape, Shapes
 
 SNIFF_BYTES = 4096  # `convtap_shapes` sorts after `contexts`, a handful of families
+MAX_BYTES = 64 * 1024 * 1024  # a bound on what is read whole: real baselines are kilobytes
 
 
 class ShapesError(Exception):
@@ -68,6 +69,8 @@ def is_shapes_file(path: Path) -> bool:
 
 def read_shapes(path: Path) -> Shapes:
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise ValueError(f"larger than {MAX_BYTES // 2**20} MB")
         data = json.loads(path.read_text(encoding="utf-8"))
         return from_json(data)
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as exc:
