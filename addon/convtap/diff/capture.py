@@ -2,8 +2,8 @@
 
 Contexts, the denominators of "always" and "never" for a whole kind: a request is its own
 context (family `requests`); a message's is its turn (family `turns`); an event's, delta op's
-or WebSocket payload's is its flow, of the family of the flow's kind (`conversation`,
-`responses`, `responses-socket`, …), counted when the flow carried at least one.
+or WebSocket payload's is its flow, of the family of the flow's kind (`conversation` with its
+resume legs, `responses` with its sockets, `websocket`), counted when it carried at least one.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ from convtap.ingest.capture import as_database
 from convtap.store.database import iter_shape_rows, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
+
+
+# A resume leg goes on with its turn's events; a Responses socket carries the same events as
+# a POST (one socket, one context).
+FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
 
 
 def capture_shapes(path: Path) -> Shapes:
@@ -52,7 +57,8 @@ def database_shapes(path: Path) -> Shapes:
             else:
                 if row["flow_id"] != flow:
                     flow = row["flow_id"]
-                    state = _FlowState(shapes, str(flow), str(row["flow_kind"] or "?"))
+                    family = str(row["flow_kind"] or "?")
+                    state = _FlowState(shapes, str(flow), FAMILIES.get(family, family))
                 state.feed(row["event"], row["data"])
     finally:
         db.conn.close()
