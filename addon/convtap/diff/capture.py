@@ -18,7 +18,6 @@ from convtap.store.database import iter_shape_rows, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
 
-
 # A resume leg goes on with its turn's events; a Responses socket carries the same events as
 # a POST (one socket, one context).
 FAMILIES = {"resume": "conversation", "responses-socket": "responses"}

@@ -117,18 +117,20 @@ def compare(a: Shapes, b: Shapes) -> list[Change]:
     for (family, side), kinds in sorted(unseen.items()):
         other = "B" if side == "A" else "A"
         have = (a if side == "A" else b).contexts.get(family, 0) or "some"
-        detail = (f"{side} has {have} {UNITS.get(family, f'{family} flows')}, {other} none: "
-                  f"{len(kinds)} kinds not compared")  # fmt: skip
-        changes.append(Change("not-seen", CHECKS["not-seen"][0], f"family:{family}", "", detail,
-                              None, tuple(kinds)))  # fmt: skip
+        unit = UNITS.get(family, f"{family} flows")
+        detail = f"{side} has {have} {unit}, {other} none: {len(kinds)} kinds not compared"
+        level = CHECKS["not-seen"][0]
+        changes.append(
+            Change("not-seen", level, f"family:{family}", "", detail, None, tuple(kinds))
+        )
     return changes
 
 
 def _contexts(shapes: Shapes, family: str) -> int:
     """The contexts of a family; shapes built without any (in tests) count each kind's own."""
     counted = shapes.contexts.get(family, 0)
-    return counted or max((k.contexts for k in shapes.kinds.values() if k.family == family),
-                          default=0)  # fmt: skip
+    own = [k.contexts for k in shapes.kinds.values() if k.family == family]
+    return counted or max(own, default=0)
 
 
 def _types(shape: PathShape) -> str:
@@ -154,12 +156,15 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
     return found
 
 
-def _compare_path(kind: str, path: str, old: PathShape, new: PathShape, seen: list[int]
-                  ) -> list[_Found]:  # fmt: skip
+def _compare_path(
+    kind: str, path: str, old: PathShape, new: PathShape, seen: list[int]
+) -> list[_Found]:
     found: list[_Found] = []
     fresh = sorted(set(new.types) - set(old.types))
-    if is_user_data(kind, path) and (fresh == ["null"] or set(old.types) == {"null"}):
-        fresh = []  # whether a user gave a value (instructions or null) says nothing of the wire
+    if set(old.types) == {"null"}:
+        fresh = []  # A never showed the field's type: nothing to compare B's with
+    elif fresh == ["null"] and is_user_data(kind, path):
+        fresh = []  # a user who gave no value (instructions: null) says nothing of the wire
     if fresh:
         example = f"{_types(old)} → {'|'.join(fresh)}"
         found.append(_Found("type-changed", kind, path, example, list(seen)))
@@ -183,8 +188,8 @@ def _fold(found: list[_Found]) -> list[tuple[_Found, list[str]]]:
     folded: dict[tuple[str, str, str, str], tuple[_Found, list[str]]] = {}
     for f in found:
         shared = f.path != ""  # a whole kind is a change of its own
-        key = (f.check, f.kind.split(":", 1)[0] if shared else f.kind, f.path,
-               json.dumps(f.example))  # fmt: skip
+        where = f.kind.split(":", 1)[0] if shared else f.kind
+        key = (f.check, where, f.path, json.dumps(f.example))
         if key not in folded:
             folded[key] = (_Found(f.check, f.kind, f.path, f.example, list(f.seen), f.unit), [])
         first, kinds = folded[key]
@@ -216,9 +221,8 @@ def _change(item: tuple[_Found, list[str]]) -> Change:
     if is_context(f.path):  # items, not fields: how many, not how often
         details["not-seen"] = f"seen {a_seen} times in A, never in B {typed}".rstrip()
         details["path-added"] = f"new {typed}: seen {b_seen} times in B"
-    kind = kinds[0]
-    return Change(f.check, CHECKS[f.check][0], kind, f.path, details[f.check], f.example,
-                  tuple(kinds))  # fmt: skip
+    level = CHECKS[f.check][0]
+    return Change(f.check, level, kinds[0], f.path, details[f.check], f.example, tuple(kinds))
 
 
 # -- drift against schemas/ ----------------------------------------------------------------------

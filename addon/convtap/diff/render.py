@@ -44,8 +44,7 @@ def render(changes: list[Change], fmt: str, title: str) -> str:
     if fmt == "github":
         return "\n".join(_github(c) for c in _ordered(changes))
     counts = summary(changes)
-    total = f"{counts['breaking']} breaking, {counts['non-breaking']} non-breaking, " \
-            f"{counts['info']} info"  # fmt: skip
+    total = ", ".join(f"{n} {level}" for level, n in counts.items())
     if fmt == "markdown":
         lines = [
             f"## {_cell(title)}",

@@ -40,7 +40,7 @@ _ID = re.compile(
     re.IGNORECASE,
 )
 # What an enum value looks like: a short identifier (a status, a marker, a content type).
-IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/+-]{0,47}$")
+IDENTIFIER = re.compile(rf"^[A-Za-z][A-Za-z0-9_.:/+-]{{0,{ENUM_MAX_LENGTH - 1}}}$")
 # Fields that are never enums, whatever their values look like in a small capture.
 _FREE = re.compile(
     r"(^|\.)(id|[a-z_]*_id|ids|[a-z_]*_ids|text|parts|title|name|description|token|"
