@@ -61,7 +61,7 @@ def render(changes: list[Change], fmt: str, title: str) -> str:
                 f"{_cell(c.detail)} | {example} |"
             )
         return "\n".join(lines)
-    lines = [_fit(title)]
+    lines = textwrap.wrap(title, WIDTH, break_on_hyphens=False) or [""]
     for c in _ordered(changes):
         head = f"  {c.level:<12} {c.check:<18} {kinds_label(c)}"
         if len(head) + 1 + len(c.path) <= WIDTH:
