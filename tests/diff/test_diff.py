@@ -213,3 +213,16 @@ def test_item_types_are_contexts_counted_against_their_arrays() -> None:
         ("path-added", "tools[]{file_search}", "new (object): seen 2 times in B"),
         ("not-seen", "tools[]{function}", "seen 2 times in A, never in B (object)"),
     ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["call_Qx7RkP2m9z", "resp_68a1c0ffee", "2026-08-27T19:51:00Z", "12", "Famous People List",
+     "a" * 49, "São", "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"],
+)  # fmt: skip
+def test_ids_times_and_text_are_no_enum_values_whatever_the_field(value: str) -> None:
+    shapes = Shapes()
+    add(shapes, "event:x", {"type": "x", "state": value})
+    assert shapes.kinds["event:x"].paths["state"].enum is None
+    add(shapes, "event:y", {"type": "y", "state": "in_progress"})
+    assert shapes.kinds["event:y"].paths["state"].enum == {"in_progress"}
