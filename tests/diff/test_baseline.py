@@ -70,6 +70,10 @@ def test_bad_shapes_files_are_one_line_exit_2(tmp_path: Path) -> None:
         assert ran.returncode == 2 and len(ran.stderr.strip().splitlines()) == 1, args
         assert "not a readable shapes file" in ran.stderr
     assert bad.read_bytes() == before and not (tmp_path / "out.json").exists()
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"contexts": {}, "convtap_shapes": 1, "x": ' + "[" * 5000 + "]" * 5000 + "}")
+    ran = convtap("diff", str(deep), str(OLDER))
+    assert ran.returncode == 2 and "nested deeper than" in ran.stderr
     future = tmp_path / "future.json"
     future.write_text('{"contexts": {}, "convtap_shapes": 99, "kinds": {}}')
     assert "format version 99" in convtap("diff", str(future), str(OLDER)).stderr

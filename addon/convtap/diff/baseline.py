@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from convtap.diff.shapes import FORMAT_KEY, FORMAT_VERSION, KindShape, PathShape, Shapes
+from convtap.wire.jsonvalue import loads
 
 SNIFF_BYTES = 4096  # `convtap_shapes` sorts after `contexts`, a handful of families
 MAX_BYTES = 64 * 1024 * 1024  # a bound on what is read whole: real baselines are kilobytes
@@ -71,7 +72,7 @@ def read_shapes(path: Path) -> Shapes:
     try:
         if path.stat().st_size > MAX_BYTES:
             raise ValueError(f"larger than {MAX_BYTES // 2**20} MB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_bytes())
         return from_json(data)
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ShapesError(f"{path} is not a readable shapes file: {_reason(exc)}") from None
