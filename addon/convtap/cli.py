@@ -616,7 +616,7 @@ def rules_(rule_id: str | None, fmt: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
+    type=click.Choice(["text", "json", "markdown", "github"]),
     default="text",
     show_default=True,
 )
@@ -628,31 +628,24 @@ def rules_(rule_id: str | None, fmt: str) -> None:
     help="Exit 1 when a change at or above this level exists (any: every level).",
 )
 def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: str) -> None:
-    """What changed in the protocol between capture A and capture B (databases, or anything
-    `convtap import` reads), or what a capture carries that the models do not know.
+    """What changed in the protocol between A and B (capture databases, anything `convtap
+    import` reads, or shapes files written by `convtap shapes`), or what a capture carries that
+    the models do not know.
 
     \b
     Example:
       convtap diff captures/examples/diff/older.har captures/examples/diff/newer.har
       convtap diff --format json old.db new.db
+      convtap diff baseline.json capture.db --fail-on breaking --format github   # in CI
       convtap diff --against-schemas captures/capture.db
     """
-    from convtap.diff.compare import LEVELS, capture_shapes, compare, drift, render
-    from convtap.ingest.readers import CaptureError
-    from convtap.store.database import StoreError
+    from convtap.diff.compare import LEVELS, compare, drift
+    from convtap.diff.render import render
 
     wanted = 1 if against_schemas else 2
     if len(captures) != wanted:
         fail("diff takes two captures, A and B (or one with --against-schemas)")
-    for path in captures:
-        if not path.is_file():
-            fail(f"cannot read {path}: no such file")
-    try:
-        shapes = [capture_shapes(path) for path in captures]
-    except (CaptureError, StoreError) as exc:
-        fail(str(exc))
-    for path in captures:
-        say_unrecorded(path)
+    shapes = read_shapes_of(captures)
     if against_schemas:
         changes = drift(shapes[0])
         title = f"{captures[0]} against the models in schemas/"
@@ -665,6 +658,83 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
     levels = LEVELS if fail_on == "any" else LEVELS[: LEVELS.index(fail_on) + 1]
     if any(c.level in levels for c in changes):
         sys.exit(1)
+
+
+def read_shapes_of(sources: tuple[Path, ...]) -> list[Any]:
+    """The shapes of each source (a capture or a shapes file), or one line and exit 2."""
+    from convtap.diff.baseline import ShapesError
+    from convtap.diff.capture import capture_shapes
+    from convtap.ingest.readers import CaptureError
+    from convtap.store.database import StoreError
+
+    for path in sources:
+        if not path.is_file():
+            fail(f"cannot read {path}: no such file")
+    try:
+        shapes = [capture_shapes(path) for path in sources]
+    except (CaptureError, StoreError, ShapesError) as exc:
+        fail(str(exc))
+    for path in sources:
+        say_unrecorded(path)
+    return shapes
+
+
+@main.command()
+@click.argument(
+    "sources", nargs=-1, metavar="SOURCE...", type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the shapes file here (default: standard output).",
+)
+@click.option(
+    "--update",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="BASELINE",
+    help="Rewrite this existing shapes file with the shapes of SOURCE... and say what changed.",
+)
+def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) -> None:
+    """The shapes of one or more captures, merged, as a shapes file: paths, JSON types, counts
+    and enum values, never a value of the session. Commit one as a baseline and `convtap diff`
+    later captures against it.
+
+    \b
+    Example:
+      convtap shapes captures/capture.db --output baseline.json
+      convtap shapes --update baseline.json new.db              # refresh the baseline
+      convtap shapes --update baseline.json baseline.json new.db   # widen it instead
+    """
+    from convtap.diff.baseline import is_shapes_file, write_shapes
+    from convtap.diff.compare import compare
+    from convtap.diff.render import summary
+    from convtap.diff.shapes import Shapes, merge
+    from convtap.export.files import write_output
+
+    if not sources:
+        fail("shapes takes one or more captures (SOURCE...)")
+    if output is not None and update is not None:
+        fail("--output and --update name the file to write: give one of them")
+    if update is not None and not (update.is_file() and is_shapes_file(update)):
+        fail(f"--update {update}: not a shapes file (write one with --output first)")
+    before = read_shapes_of((update,))[0] if update is not None else None
+    merged = Shapes()
+    for one in read_shapes_of(sources):
+        merge(merged, one)
+    target = update or output
+    if target is None:
+        write_shapes(merged, sys.stdout)
+        return
+    try:
+        write_output(target, lambda handle: write_shapes(merged, handle))
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+    if before is None:
+        click.echo(f"wrote the shapes of {len(merged.kinds)} kinds into {target}", err=True)
+        return
+    counts = summary(compare(before, merged))
+    changed = ", ".join(f"{n} {level}" for level, n in counts.items())
+    click.echo(f"updated {target}: {changed} (see `convtap diff` for the list)", err=True)
 
 
 @main.command()

@@ -555,13 +555,15 @@ def call_from_row(row: dict[str, Any]) -> Call:
 
 def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
     """What shape inference reads, streamed: request bodies, final messages, raw events (in
-    order within each flow)."""
+    order within each flow, with the flow's kind); messages in order of their turn."""
     for row in db.query("SELECT kind, request_body, started_at FROM flows "
                         "WHERE request_body IS NOT NULL"):  # fmt: skip
         yield "request", row
-    for row in db.query("SELECT json, first_seen_at FROM messages"):
+    for row in db.query("SELECT json, first_seen_at, turn_id FROM messages ORDER BY turn_id"):
         yield "message", row
-    for row in db.query("SELECT flow_id, at, event, data FROM events ORDER BY flow_id, seq"):
+    for row in db.query("SELECT e.flow_id, e.at, e.event, e.data, f.kind AS flow_kind "
+                        "FROM events e LEFT JOIN flows f ON f.id = e.flow_id "
+                        "ORDER BY e.flow_id, e.seq"):  # fmt: skip
         yield "event", row
 
 
