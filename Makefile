@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 CLIENTS ?= .venv-clients
 CLIENTS_STAMP := $(CLIENTS)/.installed
 CODEX_VERSION := 0.171.0
+# Datasette, with convtap's plugin (convtap installed without its dependencies), in a virtualenv of
+# its own for the same reason: its httpx needs an h11 that mitmproxy 11 refuses.
+DATASETTE ?= .venv-datasette
+DATASETTE_STAMP := $(DATASETTE)/.installed
 
 .PHONY: demo test lint dist bench goldens schemas docs clean
 
@@ -28,11 +32,19 @@ $(CLIENTS_STAMP): constraints-clients.txt
 		@openai/codex@$(CODEX_VERSION)
 	@touch $(CLIENTS_STAMP)
 
+$(DATASETTE_STAMP): constraints-datasette.txt pyproject.toml
+	$(PYTHON) -m venv $(DATASETTE)
+	$(DATASETTE)/bin/python -m pip install -q --upgrade pip
+	$(DATASETTE)/bin/python -m pip install -q -c constraints-datasette.txt datasette
+	$(DATASETTE)/bin/python -m pip install -q --no-deps -e .
+	@touch $(DATASETTE_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/convtap demo --db captures/demo.db
 
-test: $(STAMP) $(CLIENTS_STAMP)
-	CONVTAP_CLIENTS_PYTHON=$(abspath $(CLIENTS))/bin/python $(BIN)/python -m pytest -q
+test: $(STAMP) $(CLIENTS_STAMP) $(DATASETTE_STAMP)
+	CONVTAP_CLIENTS_PYTHON=$(abspath $(CLIENTS))/bin/python \
+		CONVTAP_DATASETTE=$(abspath $(DATASETTE))/bin/datasette $(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check addon tests bench captures
@@ -67,4 +79,4 @@ docs: $(STAMP)
 	mv docs/rules.md.tmp docs/rules.md
 
 clean:
-	rm -rf $(VENV) $(CLIENTS) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build
+	rm -rf $(VENV) $(CLIENTS) $(DATASETTE) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build

@@ -4,6 +4,7 @@ concurrent convtap processes lose nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -249,11 +250,26 @@ def test_two_imports_into_one_new_database_lose_nothing(
 
 
 def test_reprocess_is_refused_while_a_recorder_writes(tmp_path: Path, capture: Path) -> None:
+    """A journal held by a recording, or holding traffic not recorded yet, is refused; an empty
+    one nobody holds (what a killed `reprocess` leaves) is not."""
+    import fcntl
+
     journal = capture.with_name(capture.name + ".journal")
     journal.mkdir()
+    fd = os.open(journal, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a recording holds it
+    try:
+        ran = convtap("reprocess", "--db", str(capture))
+    finally:
+        os.close(fd)
+    one_line_error(ran)
+    assert "recording into" in ran.stderr
+    (journal / "0000000000.seg").write_bytes(b"x")
     ran = convtap("reprocess", "--db", str(capture))
     one_line_error(ran)
-    assert "recorder" in ran.stderr
+    assert "--catch-up" in ran.stderr
+    (journal / "0000000000.seg").unlink()
+    assert convtap("reprocess", "--db", str(capture)).returncode == 0
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -428,3 +444,390 @@ def test_a_frame_time_that_is_no_number_is_one_line_and_a_huge_status_is_told(
     with sqlite3.connect(db) as conn:
         failures = [f for (f,) in conn.execute("SELECT failure FROM flows") if f]
     assert failures and "OverflowError" in failures[0]
+
+
+# -- kill -9 in the middle ------------------------------------------------------------------------
+
+
+def socket_har(sockets: int, frames: int) -> dict[str, object]:
+    """Responses WebSocket sessions, one entry each, of `frames` server frames: a flow whose
+    rows take many batches to write."""
+    har = call_and_return_har()
+    base = har["log"]["entries"][0]
+    entries = []
+    for s in range(sockets):
+        sent = {"type": "response.create", "model": "gpt-5", "input": f"hello {s}"}
+        messages = [{"type": "send", "time": 1000.0 + s, "opcode": 1, "data": json.dumps(sent)}]
+        messages += [
+            {"type": "receive", "time": 1000.0 + s + n / 1e6, "opcode": 1,
+             "data": json.dumps({"type": "response.output_text.delta", "item_id": f"msg_{s}",
+                                 "output_index": 0, "content_index": 0, "delta": f"w{n} "})}
+            for n in range(frames)
+        ]  # fmt: skip
+        request = {k: v for k, v in base["request"].items() if k != "postData"}
+        entries.append({
+            **base, "startedDateTime": f"2026-08-27T19:00:{s:02d}.000Z",
+            "request": {**request, "method": "GET", "url": "https://chatgpt.com/v1/responses"},
+            "response": {**base["response"], "status": 101, "headers": [],
+                         "content": {"size": 0, "mimeType": "x"}},
+            "_webSocketMessages": messages,
+        })  # fmt: skip
+    return {"log": {**har["log"], "entries": entries}}
+
+
+def calls_har(pairs: int) -> dict[str, object]:
+    """`pairs` conversations, each a call and its return, each with its own ids."""
+    from tests.seeds import CALL_ID, CONV
+
+    har = call_and_return_har()
+    text = json.dumps(har["log"]["entries"])
+    entries = []
+    for n in range(pairs):
+        copy = json.loads(text.replace(CALL_ID, f"{CALL_ID[:-8]}{n:08x}")
+                          .replace(CONV, f"{CONV[:-8]}{n:08x}"))  # fmt: skip
+        for k, entry in enumerate(copy):
+            clock = f"{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.{k:03d}"
+            entry["startedDateTime"] = f"2026-08-27T{clock}Z"
+        entries += copy
+    return {"log": {**har["log"], "entries": entries}}
+
+
+def counts(db: Path) -> dict[str, int]:
+    """Rows per table, and events per flow, read as another process would (read-only)."""
+    with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
+        found = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                 for t in ("flows", "events", "tool_calls", "findings")}  # fmt: skip
+        for flow, events in conn.execute("SELECT f.id, (SELECT count(*) FROM events e "
+                                         "WHERE e.flow_id = f.id) FROM flows f"):  # fmt: skip
+            found[flow] = events
+    return found
+
+
+def started(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "convtap.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def kill_when(proc: subprocess.Popen[str], ready: object, timeout: float = 120) -> None:
+    """`kill -9` the process as soon as `ready()` says its work is under way (polled)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ready():  # type: ignore[operator]
+        assert proc.poll() is None, f"it ended before it could be killed: {proc.communicate()}"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait(30)
+
+
+def test_an_import_killed_midway_leaves_whole_flows_and_a_re_import_completes_it(
+    tmp_path: Path,
+) -> None:
+    """A flow's row was committed before its events: `kill -9` left a flow with part of its
+    events, and the next import skipped it as already there."""
+    har = tmp_path / "sockets.har"
+    har.write_text(json.dumps(socket_har(6, 15_000)))
+    whole = tmp_path / "whole.db"
+    assert convtap("import", str(har), "--db", str(whole)).returncode == 0
+    expected = counts(whole)
+    db = tmp_path / "killed.db"
+    proc = started(["import", str(har), "--db", str(db)])
+
+    def some_flow_committed() -> bool:
+        try:
+            return counts(db)["flows"] > 0
+        except sqlite3.Error:
+            return False  # not made yet
+
+    kill_when(proc, some_flow_committed)
+    left = counts(db)
+    assert left["flows"] < expected["flows"], "killed too late to prove anything"
+    partial = {k: (n, expected[k]) for k, n in left.items() if k.startswith("import-")
+               and n != expected[k]}  # fmt: skip
+    assert not partial, f"flows with part of their events: {partial}"
+    ran = convtap("import", str(har), "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    assert counts(db) == expected
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) -> None:
+    """`reprocess` cleared the derived tables and committed as it went: readers saw 0 calls,
+    then some, and a `kill -9` left 7,722 of 10,000 with nothing to say so."""
+    har = tmp_path / "calls.har"
+    har.write_text(json.dumps(calls_har(1000)))
+    db = tmp_path / "capture.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    assert convtap("audit", "--db", str(db)).returncode in (0, 1)
+    before = counts(db)
+    assert before["tool_calls"] == 1000 and before["findings"] > 0
+    proc = started(["reprocess", "--db", str(db)])
+    seen: list[dict[str, int]] = []
+    began: list[float] = []
+
+    def under_way() -> bool:
+        """Its journal folder is held, and it has worked 0.15 s of CPU since (of about 1)."""
+        seen.append(counts(db))  # what a reader sees meanwhile
+        if not began and db.with_name(db.name + ".journal").exists():
+            began.append(cpu_seconds(proc.pid))
+        return bool(began) and cpu_seconds(proc.pid) - began[0] >= 0.15
+
+    kill_when(proc, under_way)
+    assert all(s == before for s in seen), "a reader saw a partial reprocess"
+    assert counts(db) == before
+    ledger = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert len(ledger) == 1000
+    ran = convtap("reprocess", "--db", str(db))  # its left-over journal folder is no recording
+    assert ran.returncode == 0, ran.stderr
+    assert counts(db)["tool_calls"] == 1000
+
+
+# -- issue 24: one line, exit 2, nothing left behind ----------------------------------------------
+
+
+DEEP = 100_000
+
+
+def test_a_har_nested_100k_levels_is_one_line_in_every_command_that_reads_one(
+    tmp_path: Path,
+) -> None:
+    """A RecursionError's traceback (and, from `import`, an empty new database)."""
+    har = tmp_path / "deep.har"
+    har.write_text('{"log": {"entries": ' + nested(DEEP) + "}}")
+    db = tmp_path / "new.db"
+    for args in (["import", str(har), "--db", str(db)], ["diff", str(har), str(har)],
+                 ["diff", str(har), str(SSE / "alefita_way_call.sse")]):  # fmt: skip
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "nested too deep" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep.har"]
+    scenario = tmp_path / "deep.json"
+    scenario.write_text(nested(DEEP))
+    one_line_error(convtap("mock", "--scenario", str(scenario), "--port", "0"))
+    # the other readers of JSON: a decode error each, and decoding goes on
+    body = tmp_path / "deep.sse"
+    body.write_text(f"data: {nested(DEEP)}\n\ndata: [DONE]\n\n")
+    frames = tmp_path / "frames.jsonl"
+    frames.write_text(nested(DEEP) + "\n")
+    for args in (["decode", str(body)], ["decode", "--ws", str(frames), str(body)],
+                 ["decode", "--protocol", "responses", str(scenario)]):  # fmt: skip
+        ran = convtap(*args)
+        assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config folder of this test's own (where the redaction key lives)."""
+    folder = tmp_path / "config"
+    folder.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("unusable", ["empty", "a folder", "config is a file", "not UTF-8"])
+def test_an_unusable_redaction_key_is_one_line_and_leaves_nothing(
+    tmp_path: Path, config: Path, good_har: Path, unusable: str
+) -> None:
+    """The key was read after the database and journal were made: a traceback, and both left
+    behind. (Tests run as root, who reads a folder of mode 0: a config folder that is a file is
+    the unusable one here.)"""
+    key = config / "convtap" / "redaction.key"
+    key.parent.mkdir()
+    if unusable == "empty":
+        key.touch()
+    elif unusable == "a folder":
+        key.mkdir()
+    elif unusable == "config is a file":
+        key.parent.rmdir()
+        key.parent.write_text("not a folder")
+    else:
+        key.write_bytes(b"\xff\xfe")
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "new.db"
+    for args in (["import", str(good_har), "--db", str(db)],
+                 ["record", "--listen-port", "0", "--db", str(db)],
+                 ["demo", "--db", str(db)],
+                 ["record", "--catch-up", "--db", str(db)]):  # fmt: skip
+        if "--catch-up" in args:
+            (work / "new.db.journal").mkdir()
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "redaction key" in ran.stderr
+        assert sorted(p.name for p in work.iterdir()) in ([], ["new.db.journal"])
+
+
+@pytest.mark.parametrize("odd", ["not UTF-8", "a folder"])
+def test_schemas_check_of_a_folder_with_an_odd_entry_is_one_line(tmp_path: Path, odd: str) -> None:
+    folder = tmp_path / "schemas"
+    assert convtap("schemas", "--dir", str(folder)).returncode == 0
+    entry = folder / ("ConversationMessage.json" if odd == "not UTF-8" else "extra.json")
+    if odd == "not UTF-8":
+        entry.write_bytes(b"\xff\xfe{}")
+    else:
+        entry.mkdir()
+    ran = convtap("schemas", "--check", "--dir", str(folder))
+    one_line_error(ran)
+    assert str(entry) in ran.stderr
+    if odd == "a folder":
+        one_line_error(convtap("schemas", "--dir", str(folder)))  # nor removed, nor a traceback
+        assert entry.is_dir()
+
+
+def test_record_says_its_recorder_died_in_one_line_without_tracebacks(tmp_path: Path) -> None:
+    """Killed recorder, clients connected: `record` stops with exit 1 and convtap's line, and
+    the loop's cancelled connections printed a CancelledError traceback each."""
+    import re
+    import signal
+
+    from convtap.mock.server import MockServer
+
+    from tests.seeds import user_turn
+
+    with MockServer("alefita_way", hold_after=2) as mock:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "convtap.cli", "record", "--listen-port", "0",
+             "--db", str(tmp_path / "c.db"), "--mode", f"reverse:http://127.0.0.1:{mock.port}",
+             "--set", f"confdir={tmp_path / 'conf'}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        port = None
+        for line in proc.stdout:
+            if match := re.search(r"127\.0\.0\.1:(\d+)", line):
+                port = int(match.group(1))
+                break
+        assert port is not None
+
+        def client() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                conn.request("POST", "/backend-api/f/conversation",
+                             body=json.dumps(user_turn()),
+                             headers={"content-type": "application/json"})  # fmt: skip
+                conn.getresponse().read()
+
+        clients = [threading.Thread(target=client, daemon=True) for _ in range(5)]
+        for thread in clients:
+            thread.start()
+        assert mock.wait_held(5, timeout=30)  # five streams under way through the proxy
+        recorder = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0]
+        os.kill(int(recorder), signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+        mock.go()
+    assert proc.returncode == 1
+    assert "Traceback" not in err and "CancelledError" not in err, err
+    assert (
+        err.strip().splitlines()
+        == [line for line in err.strip().splitlines() if "the recorder process ended" in line]
+        and err.strip()
+    ), err
+
+
+def post_raw(port: int, path: str, body: bytes) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", path, body=body, headers={"content-type": "application/json"})
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def tool_with(parameters: str) -> bytes:
+    return (b'{"model": "gpt-5", "input": "hi", "stream": true, "tools": [{"type": "function", '
+            b'"name": "f", "parameters": ' + parameters.encode() + b"}]}")  # fmt: skip
+
+
+NAN_MINIMUM = '{"type": "object", "properties": {"n": {"type": "integer", "minimum": NaN}}}'
+INF_MAXIMUM = '{"type": "object", "properties": {"n": {"type": "number", "maximum": -1e999}}}'
+HOSTILE = {
+    "deep-conversation": ("/backend-api/f/conversation", nested(DEEP).encode()),
+    "deep-responses": ("/v1/responses", nested(DEEP).encode()),
+    "deep-schema": ("/v1/responses", tool_with(nested(DEEP))),
+    "minimum-nan": ("/v1/responses", tool_with(NAN_MINIMUM)),
+    "maximum-inf": ("/v1/responses", tool_with(INF_MAXIMUM)),
+}
+
+
+@pytest.mark.parametrize(("path", "body"), HOSTILE.values(), ids=HOSTILE.keys())
+def test_the_mock_answers_a_hostile_body_with_a_4xx_json_error(path: str, body: bytes) -> None:
+    """It answered 500, an HTML page, and printed a traceback."""
+    from convtap.mock.server import MockServer
+
+    with MockServer("declared") as mock:
+        status, answer = post_raw(mock.port, path, body)
+        assert 400 <= status < 500, (status, answer[:200])
+        assert isinstance(json.loads(answer), dict)
+        fine = tool_with('{"type": "object", "properties": {"n": {"type": "integer"}}}')
+        assert post_raw(mock.port, "/v1/responses", fine)[0] == 200  # and it serves on
+
+
+def test_a_scenario_that_is_not_one_is_said_short(tmp_path: Path) -> None:
+    """Pydantic's report ran to 31 lines: now its first problems, in one line."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"steps": [{"kind": "bogus"}, 5], "gzip": "no", "x": 1, "y": 2}))
+    ran = convtap("mock", "--scenario", str(bad), "--port", "0")
+    one_line_error(ran)
+    assert "not a scenario (" in ran.stderr and "more)" in ran.stderr
+    assert len(ran.stderr) < 400
+
+
+def test_a_flow_file_cut_short_imports_what_comes_before_the_cut(tmp_path: Path) -> None:
+    """A .mitm cut 7 bytes before its end was refused whole, though 4 of its 5 flows were
+    readable: they are imported, and the cut is said in one line (exit 2, as for any file of
+    an import that could not be read whole)."""
+    from convtap.ingest.readers import read_flows
+    from mitmproxy import io
+
+    har = tmp_path / "five.har"
+    entries = call_and_return_har()["log"]["entries"]
+    log = call_and_return_har()["log"]
+    for n in range(3):  # more flows, told apart by their time
+        for k, entry in enumerate(json.loads(json.dumps(entries))):
+            entry["startedDateTime"] = f"2026-08-28T10:00:0{n}.{k}00Z"
+            log["entries"].append(entry)
+    har.write_text(json.dumps({"log": log}))
+    whole = tmp_path / "five.mitm"
+    with whole.open("wb") as handle:
+        writer = io.FlowWriter(handle)
+        for flow, _ in list(read_flows(har))[:5]:
+            writer.add(flow)
+    cut = tmp_path / "cut.mitm"
+    cut.write_bytes(whole.read_bytes()[:-7])
+    db = tmp_path / "c.db"
+    ran = convtap("import", str(cut), "--db", str(db))
+    one_line_error(ran)
+    assert "cut short" in ran.stderr and "imported 4 flows" in ran.stdout
+    ran = convtap("import", str(whole), "--db", str(db))
+    assert ran.returncode == 0 and "imported 1 flows" in ran.stdout and "4 already" in ran.stdout
+    garbage = tmp_path / "garbage.mitm"
+    garbage.write_bytes(whole.read_bytes()[:100] + os.urandom(200))
+    one_line_error(convtap("import", str(garbage), "--db", str(tmp_path / "g.db")))
+    assert not (tmp_path / "g.db").exists()
+
+
+@pytest.mark.parametrize("kind", ["foreign", "garbage"])
+def test_record_catch_up_refuses_what_is_no_capture(
+    tmp_path: Path, other_app_db: Path, kind: str
+) -> None:
+    """It said "nothing to catch up" and exited 0."""
+    target = other_app_db
+    if kind == "garbage":
+        target = tmp_path / "garbage.db"
+        target.write_bytes(os.urandom(4096))
+    before = fingerprint(target)
+    one_line_error(convtap("record", "--catch-up", "--db", str(target)))
+    assert fingerprint(target) == before
+
+
+def test_a_hard_link_to_the_database_is_not_imported_into_itself(
+    tmp_path: Path, capture: Path
+) -> None:
+    link = tmp_path / "link.db"
+    os.link(capture, link)
+    ran = convtap("import", str(link), "--db", str(capture))
+    one_line_error(ran)
+    assert "the database it would be imported into" in ran.stderr

@@ -142,6 +142,7 @@ def test_every_command_is_documented_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [name for name in main.commands if f"convtap {name}" not in readme]
     assert missing == []
+    assert {"diff", "shapes"} <= set(main.commands)
     assert readme.startswith("# convtap\n\n```sh\nmake demo")
     assert "make test" in readme.split("```")[1]
 

@@ -34,9 +34,13 @@ def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> Non
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
     assert tops == {"convtap"}
     for data in ("convtap/contract/rules.toml", "convtap/mock/scenarios/alefita_way.json",
-                 "convtap/mock/seed/signature_handoff.json", "convtap/store/datasette.json",
-                 "convtap/proxy/script.py", "convtap/py.typed"):  # fmt: skip
+                 "convtap/mock/seed/signature_handoff.json", "convtap/store/canned.py",
+                 "convtap/proxy/script.py", "convtap/py.typed", "convtap/diff/checks.toml",
+                 "convtap/diff/userdata.toml"):  # fmt: skip
         assert data in names
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    declared = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[datasette]\nconvtap = convtap.store.datasette_plugin" in declared  # Datasette's
 
 
 def test_an_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
@@ -63,6 +67,14 @@ def test_an_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_
     for rule in ("return-recipient", "return-call-id", "responses-output-call-id"):
         assert rule in demo.stdout
     assert (tmp_path / "demo.db").is_file()
+    ci = [  # README's CI recipe: a baseline, then a capture diffed against it
+        ["shapes", "demo.db", "--output", "baseline.json"],
+        ["diff", "baseline.json", "demo.db", "--fail-on", "breaking", "--format", "github"],
+    ]
+    for args in ci:
+        ran = subprocess.run([env_dir / "bin" / "convtap", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr[-2000:]
 
 
 def test_every_rule_has_exactly_one_check() -> None:

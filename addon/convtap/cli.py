@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -156,6 +157,24 @@ def decode(
         fail(str(exc))
 
 
+def read_schema_files(directory: Path, *, check: bool) -> dict[str, str]:
+    """The schema files in `directory`, by name. A folder among them is refused, and so is a
+    file that is not UTF-8 when only checking (writing replaces it)."""
+    present: dict[str, str] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        if not path.is_file():
+            fail(f"{path} is not a file: not a schema file")
+        try:
+            present[path.name] = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            if check:
+                fail(f"{path} is not UTF-8 text: not a schema file (`convtap schemas` replaces it)")
+            present[path.name] = ""
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror or exc}")
+    return present
+
+
 @main.command()
 @click.option("--check", is_flag=True, help="Exit 1 if the files differ from the models.")
 @click.option(
@@ -177,9 +196,7 @@ def schemas(check: bool, directory: Path) -> None:
     from convtap.models.export import export_schemas
 
     wanted = export_schemas()
-    present = (
-        {p.name: p.read_text() for p in directory.glob("*.json")} if directory.is_dir() else {}
-    )
+    present = read_schema_files(directory, check=check)
     stale = sorted(n for n in wanted if present.get(n) != wanted[n])
     extra = sorted(set(present) - set(wanted))
     if check:
@@ -194,7 +211,7 @@ def schemas(check: bool, directory: Path) -> None:
         return
     directory.mkdir(parents=True, exist_ok=True)
     for name in stale:
-        (directory / name).write_text(wanted[name])
+        (directory / name).write_text(wanted[name], encoding="utf-8")
     for name in extra:
         (directory / name).unlink()
     click.echo(
@@ -259,9 +276,10 @@ def record(
 
     from convtap.journal.segments import JournalError, check_free, journal_dir
     from convtap.proxy.addon import ConvtapAddon
+    from convtap.record.local import redactor
     from convtap.record.queued_output import QueuedOutput
     from convtap.record.worker import catch_up as record_journal
-    from convtap.store.database import StoreError, check_database
+    from convtap.store.database import StoreError, check_database, open_readonly
 
     if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
         fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
@@ -275,10 +293,16 @@ def record(
         fail(f"cannot listen on 127.0.0.1:{web_port} ({busy}): choose another --web-port "
              "(0 picks a free one)")  # fmt: skip
     if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
+        try:
+            if db.exists():  # but a file that is no capture is said so
+                open_readonly(db).conn.close()
+        except StoreError as exc:
+            fail(str(exc))
         click.echo(f"nothing to catch up: no journal beside {db}")
         return
     new = not db.exists()
     try:
+        redactor(not no_redact)  # the key first: an unusable one leaves no database behind
         check_database(db)
         check_free(journal_dir(db))
         if catch_up:
@@ -300,6 +324,7 @@ def record(
         args += ["--set", setting]
     page = start_live_page(db, web_port, new=new) if web else None
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
+    asyncio.set_event_loop_policy(QuietCancelPolicy())
     try:
         master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
     finally:
@@ -367,6 +392,23 @@ def serve(db: Path, port: int) -> None:
         fail(f"{exc}: choose another --port")
 
 
+class QuietCancelPolicy(asyncio.DefaultEventLoopPolicy):
+    """Loops that do not print a connection's cancellation. When the proxy stops with clients
+    connected (its recorder died, or Ctrl-C), the loop cancels each connection's task, and
+    Python 3.11's streams then print a CancelledError traceback per connection. mitmproxy puts
+    back the loop's own handler when it stops, so the handler is set as the loop is made."""
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+        loop.set_exception_handler(_quiet_cancelled)
+        return loop
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), asyncio.CancelledError):
+        loop.default_exception_handler(context)
+
+
 @main.command("import")
 @click.argument(
     "files",
@@ -402,11 +444,11 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
     except StoreError as exc:
         fail(str(exc))
     for result in results:
-        if result.error:
-            click.echo(f"convtap: {result.error}", err=True)
-        else:
+        if result.error is None or result.imported or result.skipped:
             click.echo(f"imported {result.imported} flows from {result.path} into {db} "
                        f"({result.skipped} already there)")  # fmt: skip
+        if result.error:
+            click.echo(f"convtap: {result.error}", err=True)
     if any(result.error for result in results):
         sys.exit(2)
 
@@ -650,7 +692,7 @@ def rules_(rule_id: str | None, fmt: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
+    type=click.Choice(["text", "json", "markdown", "github"]),
     default="text",
     show_default=True,
 )
@@ -662,31 +704,24 @@ def rules_(rule_id: str | None, fmt: str) -> None:
     help="Exit 1 when a change at or above this level exists (any: every level).",
 )
 def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: str) -> None:
-    """What changed in the protocol between capture A and capture B (databases, or anything
-    `convtap import` reads), or what a capture carries that the models do not know.
+    """What changed in the protocol between A and B (capture databases, anything `convtap
+    import` reads, or shapes files written by `convtap shapes`), or what a capture carries that
+    the models do not know.
 
     \b
     Example:
       convtap diff captures/examples/diff/older.har captures/examples/diff/newer.har
       convtap diff --format json old.db new.db
+      convtap diff baseline.json capture.db --fail-on breaking --format github   # in CI
       convtap diff --against-schemas captures/capture.db
     """
-    from convtap.diff.compare import LEVELS, capture_shapes, compare, drift, render
-    from convtap.ingest.readers import CaptureError
-    from convtap.store.database import StoreError
+    from convtap.diff.compare import LEVELS, compare, drift
+    from convtap.diff.render import render
 
     wanted = 1 if against_schemas else 2
     if len(captures) != wanted:
         fail("diff takes two captures, A and B (or one with --against-schemas)")
-    for path in captures:
-        if not path.is_file():
-            fail(f"cannot read {path}: no such file")
-    try:
-        shapes = [capture_shapes(path) for path in captures]
-    except (CaptureError, StoreError) as exc:
-        fail(str(exc))
-    for path in captures:
-        say_unrecorded(path)
+    shapes = read_shapes_of(captures)
     if against_schemas:
         changes = drift(shapes[0])
         title = f"{captures[0]} against the models in schemas/"
@@ -699,6 +734,83 @@ def diff(captures: tuple[Path, ...], against_schemas: bool, fmt: str, fail_on: s
     levels = LEVELS if fail_on == "any" else LEVELS[: LEVELS.index(fail_on) + 1]
     if any(c.level in levels for c in changes):
         sys.exit(1)
+
+
+def read_shapes_of(sources: tuple[Path, ...]) -> list[Any]:
+    """The shapes of each source (a capture or a shapes file), or one line and exit 2."""
+    from convtap.diff.baseline import ShapesError
+    from convtap.diff.capture import capture_shapes
+    from convtap.ingest.readers import CaptureError
+    from convtap.store.database import StoreError
+
+    for path in sources:
+        if not path.is_file():
+            fail(f"cannot read {path}: no such file")
+    try:
+        shapes = [capture_shapes(path) for path in sources]
+    except (CaptureError, StoreError, ShapesError) as exc:
+        fail(str(exc))
+    for path in sources:
+        say_unrecorded(path)
+    return shapes
+
+
+@main.command()
+@click.argument(
+    "sources", nargs=-1, metavar="SOURCE...", type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the shapes file here (default: standard output).",
+)
+@click.option(
+    "--update",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="BASELINE",
+    help="Rewrite this existing shapes file with the shapes of SOURCE... and say what changed.",
+)
+def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) -> None:
+    """The shapes of one or more captures, merged, as a shapes file: paths, JSON types, counts
+    and enum values, never a value of the session. Commit one as a baseline and `convtap diff`
+    later captures against it.
+
+    \b
+    Example:
+      convtap shapes captures/capture.db --output baseline.json
+      convtap shapes --update baseline.json new.db              # refresh the baseline
+      convtap shapes --update baseline.json baseline.json new.db   # widen it instead
+    """
+    from convtap.diff.baseline import is_shapes_file, write_shapes
+    from convtap.diff.compare import compare
+    from convtap.diff.render import summary
+    from convtap.diff.shapes import Shapes, merge
+    from convtap.export.files import write_output
+
+    if not sources:
+        fail("shapes takes one or more captures (SOURCE...)")
+    if output is not None and update is not None:
+        fail("--output and --update name the file to write: give one of them")
+    if update is not None and not (update.is_file() and is_shapes_file(update)):
+        fail(f"--update {update}: not a shapes file (write one with --output first)")
+    before = read_shapes_of((update,))[0] if update is not None else None
+    merged = Shapes()
+    for one in read_shapes_of(sources):
+        merge(merged, one)
+    target = update or output
+    if target is None:
+        write_shapes(merged, sys.stdout)
+        return
+    try:
+        write_output(target, lambda handle: write_shapes(merged, handle))
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+    if before is None:
+        click.echo(f"wrote the shapes of {len(merged.kinds)} kinds into {target}", err=True)
+        return
+    counts = summary(compare(before, merged))
+    changed = ", ".join(f"{n} {level}" for level, n in counts.items())
+    click.echo(f"updated {target}: {changed} (see `convtap diff` for the list)", err=True)
 
 
 @main.command()
@@ -801,9 +913,15 @@ def demo(db: Path) -> None:
     reference client answering a tool call correctly and then wrongly; print the call ledger."""
     from convtap.contract.formats import render
     from convtap.ingest.capture import audit_capture, ledger
-    from convtap.mock.demo import run_demo
+    from convtap.mock.demo import DemoError, run_demo
+    from convtap.record.local import redactor
+    from convtap.store.database import StoreError
 
-    run_demo(db, click.echo)
+    try:
+        redactor()  # an unusable key is said before anything starts
+        run_demo(db, click.echo)
+    except (DemoError, StoreError) as exc:
+        fail(str(exc))
     result = audit_capture(db)
     click.echo(f"== the audit (convtap audit --db {db})")
     click.echo(render(result, "text", str(db)))
@@ -847,16 +965,24 @@ def report(db: Path, output: Path | None) -> None:
 
 
 @main.command("datasette-metadata")
-def datasette_metadata() -> None:
-    """Print the path of the canned Datasette queries for capture databases.
+@click.option(
+    "--name",
+    default="capture",
+    show_default=True,
+    help="The database's name in Datasette: its file's name without .db.",
+)
+def datasette_metadata(name: str) -> None:
+    """Print Datasette metadata with convtap's canned queries, for a Datasette without
+    convtap's plugin (with it, every capture has them, whatever its name).
 
     \b
     Example:
-      datasette captures/capture.db -m "$(convtap datasette-metadata)"
+      convtap datasette-metadata --name demo > metadata.json
+      datasette captures/demo.db -m metadata.json
     """
-    from convtap.store.database import DATASETTE
+    from convtap.store.canned import metadata
 
-    click.echo(str(DATASETTE))
+    click.echo(json.dumps(metadata(name), indent=2, ensure_ascii=False))
 
 
 @main.command("mitm-script")

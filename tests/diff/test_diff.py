@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from convtap.diff.compare import CHECKS, LEVELS, capture_shapes, compare, drift
+from convtap.diff.capture import capture_shapes
+from convtap.diff.compare import CHECKS, LEVELS, compare, drift
 from convtap.diff.shapes import Shapes, add
 
 from tests.runner import convtap
@@ -59,24 +60,27 @@ def test_the_worked_example(older: Shapes, newer: Shapes) -> None:
     ]
     assert [c.kind for c in changes if c.check == "op-added"] == ["delta:merge"]
     back = compare(newer, older)
-    assert {"op-removed", "kind-removed", "path-removed", "path-added"} <= checks(back)
+    assert {"path-removed", "path-added"} <= checks(back)
+    # the merge op and the thoughts message came in one of newer's two turns: not a removal
+    assert [(c.check, c.kind) for c in back if not c.path and c.kind != "event:message_marker"] == [
+        ("not-seen", "delta:merge"),
+        ("not-seen", "message:assistant:all:thoughts"),
+    ]
 
 
 def test_became_optional_and_became_required() -> None:
-    always: Shapes = {}
-    sometimes: Shapes = {}
+    always, sometimes = Shapes(), Shapes()
     for n in range(3):
-        add(always, "event:x", {"type": "x", "extra": n}, float(n))
-        add(sometimes, "event:x", {"type": "x", **({"extra": n} if n else {})}, float(n))
+        add(always, "event:x", {"type": "x", "extra": n})
+        add(sometimes, "event:x", {"type": "x", **({"extra": n} if n else {})})
     assert [(c.check, c.path) for c in compare(always, sometimes)] == [("became-optional", "extra")]
     assert [(c.check, c.path) for c in compare(sometimes, always)] == [("became-required", "extra")]
 
 
 def test_ids_and_free_text_are_never_enums() -> None:
-    a: Shapes = {}
-    b: Shapes = {}
-    add(a, "event:x", {"type": "x", "message_id": "m-1", "title": "Um", "status": "ok"}, 1.0)
-    add(b, "event:x", {"type": "x", "message_id": "m-2", "title": "Dois", "status": "done"}, 2.0)
+    a, b = Shapes(), Shapes()
+    add(a, "event:x", {"type": "x", "message_id": "m-1", "title": "Um", "status": "ok"})
+    add(b, "event:x", {"type": "x", "message_id": "m-2", "title": "Dois", "status": "done"})
     assert [(c.check, c.path, c.example) for c in compare(a, b)] == [
         ("enum-value-added", "status", "done"),
         ("enum-value-removed", "status", "ok"),
@@ -87,9 +91,9 @@ def test_drift_against_the_models(newer: Shapes) -> None:
     found = drift(newer)
     assert {"unknown-op", "unknown-enum-value", "unknown-field"} <= checks(found)
     assert [c.example for c in found if c.check == "unknown-enum-value"] == ["thoughts"]
-    shapes: Shapes = {}
-    add(shapes, "event:brand_new_event", {"type": "brand_new_event"}, 1.0)
-    add(shapes, "event:message_marker", {"type": "message_marker"}, 1.0)
+    shapes = Shapes()
+    add(shapes, "event:brand_new_event", {"type": "brand_new_event"})
+    add(shapes, "event:message_marker", {"type": "message_marker"})
     assert [(c.check, c.kind) for c in drift(shapes)] == [
         ("unknown-event-type", "event:brand_new_event")
     ]
@@ -106,10 +110,10 @@ def test_json_contract_and_exit_status() -> None:
     proc = convtap("diff", "--format", "json", str(OLDER), str(NEWER))
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["summary"] == {"breaking": 3, "non-breaking": 4, "info": 2}
-    assert all(
-        set(c) == {"check", "level", "kind", "path", "detail", "example"} for c in out["changes"]
-    )
+    # thinking_effort's type changed to an object: its new `level` is not a change of its own
+    assert out["summary"] == {"breaking": 3, "non-breaking": 3, "info": 2}
+    keys = {"check", "level", "kind", "path", "detail", "example", "kinds"}
+    assert all(set(c) == keys for c in out["changes"])
     assert convtap("diff", "--fail-on", "never", str(OLDER), str(NEWER)).returncode == 0
     assert convtap("diff", "--fail-on", "any", str(OLDER), str(OLDER)).returncode == 0
     assert convtap("diff", "--fail-on", "non-breaking", str(NEWER), str(OLDER)).returncode == 1
@@ -148,7 +152,7 @@ def test_the_declared_checks_are_the_checks_the_diff_makes() -> None:
 
     source = Path(compare_module.__file__).read_text()
     ids = re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source)  # every hyphenated string literal
-    ends = ("-added", "-removed", "-changed", "-optional", "-required")
+    ends = ("-added", "-removed", "-changed", "-optional", "-required", "-seen")
     used = {word for word in ids if word.endswith(ends) or word.startswith("unknown-")}
     assert used == set(CHECKS)
     assert all(level in LEVELS and why for level, why in CHECKS.values())
@@ -162,10 +166,63 @@ def test_drift_knows_every_standard_responses_event_type(tmp_path: Path) -> None
     db = tmp_path / "responses.db"
     import_into(db, [ROOT / "captures" / "examples" / "responses" / "function_call.sse"])
     shapes = capture_shapes(db)
-    events = [kind for kind in shapes if kind.startswith("event:response.")]
+    events = [kind for kind in shapes.kinds if kind.startswith("event:response.")]
     assert len(events) >= 5, sorted(shapes)
     assert not [c for c in drift(shapes) if c.check == "unknown-event-type"]
-    add(shapes, "event:response.brand_new", {"type": "response.brand_new"}, 1.0)
+    add(shapes, "event:response.brand_new", {"type": "response.brand_new"})
     assert [c.kind for c in drift(shapes) if c.check == "unknown-event-type"] == [
         "event:response.brand_new"
     ]
+
+
+def test_a_kind_always_seen_is_removed_one_seen_sometimes_is_not_seen() -> None:
+    a, b = Shapes(), Shapes()
+    for turn in ("t1", "t2"):
+        a.contexts["conversation"] += 1
+        b.contexts["conversation"] += 1
+        add(a, "event:always", {"type": "always"}, "conversation", turn)
+        add(a, "delta:merge", {}, "conversation", turn)
+        add(b, "event:other", {"type": "other"}, "conversation", turn)
+    add(a, "event:sometimes", {"type": "sometimes"}, "conversation", "t1")
+    found = [(c.check, c.kind, c.detail) for c in compare(a, b) if c.level != "non-breaking"]
+    assert found == [
+        ("op-removed", "delta:merge", "in every one of A's 2 conversation flows, in none of B's 2"),
+        (
+            "kind-removed",
+            "event:always",
+            "in every one of A's 2 conversation flows, in none of B's 2",
+        ),
+        ("not-seen", "event:sometimes", "in 1 of A's 2 conversation flows, in none of B's 2"),
+    ]
+    b.contexts.clear()  # B has no f/conversation flow at all: one line, nothing compared
+    b.kinds.clear()
+    assert [(c.check, c.kind, c.kinds) for c in compare(a, b)] == [
+        ("not-seen", "family:conversation", ("delta:merge", "event:always", "event:sometimes"))
+    ]
+
+
+def test_item_types_are_contexts_counted_against_their_arrays() -> None:
+    """Which tools a user declares is the session's: a tool type A had and B lacks is not seen,
+    never a removal, and the fields of a type one side never had are not compared."""
+    a, b = Shapes(), Shapes()
+    for n in range(2):
+        add(a, "request:responses", {"tools": [{"type": "function", "name": f"f{n}"}]})
+        add(b, "request:responses", {"tools": [{"type": "file_search", "vector_store_ids": []}]})
+    found = [(c.check, c.path, c.detail) for c in compare(a, b)]
+    assert found == [
+        ("path-added", "tools[]{file_search}", "new (object): seen 2 times in B"),
+        ("not-seen", "tools[]{function}", "seen 2 times in A, never in B (object)"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["call_Qx7RkP2m9z", "resp_68a1c0ffee", "2026-08-27T19:51:00Z", "12", "Famous People List",
+     "a" * 49, "São", "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"],
+)  # fmt: skip
+def test_ids_times_and_text_are_no_enum_values_whatever_the_field(value: str) -> None:
+    shapes = Shapes()
+    add(shapes, "event:x", {"type": "x", "state": value})
+    assert shapes.kinds["event:x"].paths["state"].enum is None
+    add(shapes, "event:y", {"type": "y", "state": "in_progress"})
+    assert shapes.kinds["event:y"].paths["state"].enum == {"in_progress"}

@@ -269,3 +269,24 @@ def test_nothing_but_the_file_itself_is_fetched(
     browser.evaluate("window.convtapFilter({rule: 'prepare-missing'})")
     fetched = [url for url in browser.requests if url != "about:blank"]
     assert fetched == [report[1].as_uri()]
+
+
+def test_the_charts_render_with_their_bars(browser: Chromium, tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    assert convtap("demo", "--db", str(db)).returncode == 0
+    page = tmp_path / "demo.html"
+    assert convtap("report", "--db", str(db), "--output", str(page)).returncode == 0
+    browser.open(page.as_uri())
+    drawn = browser.evaluate("""[...document.querySelectorAll('#charts svg')].map((svg) => {
+        const box = svg.getBoundingClientRect();
+        const bars = [...svg.querySelectorAll('g.bar')].map((g) => {
+            const b = g.getBBox(); return b.width * b.height; });
+        return {id: svg.id, width: box.width, height: box.height, bars};
+    })""")
+    assert [c["id"] for c in drawn] == ["chart-latency", "chart-tokens", "chart-activity"]
+    for c in drawn:
+        assert c["width"] > 300 and c["height"] > 50, c
+        assert c["bars"] and any(area > 0 for area in c["bars"]), c
+    for c in drawn[:2]:  # every request took time; every Responses answer used tokens
+        assert all(area > 0 for area in c["bars"]), c
+    assert [len(c["bars"]) for c in drawn][:2] == [8, 4]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from convtap.ingest.capture import import_into
 from convtap.report.page import write_report
-from convtap.report.parts import SUMMARY, LiveCapture, LivePage, Seen
+from convtap.report.parts import FIXED, SUMMARY, LiveCapture, LivePage, Seen
 
 from tests.report.test_report import RULES, build_capture
 
@@ -19,7 +19,7 @@ def test_each_part_is_the_page_s_own_html(tmp_path: Path) -> None:
     live = LivePage(db, "/token/events")
     whole = live.whole(capture.capture, 0)
     parts = live.parts(capture.capture, 0)
-    assert len(parts.order) == 2 and set(parts.html) == {SUMMARY, *parts.order}
+    assert len(parts.order) == 2 and set(parts.html) == {*FIXED, *parts.order}
     static = write_report(db, tmp_path / "report.html").read_text()
     for html in parts.html.values():  # the same bytes in the live page and the static one
         assert html.strip() in whole and html.strip() in static
@@ -35,7 +35,7 @@ def test_a_page_is_sent_what_changed_since_what_it_shows(tmp_path: Path) -> None
     assert not capture.changed()
     assert first.update(first.seen()) is None  # a page rendered from it shows it all
     everything = json.loads(first.update(Seen()) or "")
-    assert [key for key, _ in everything["parts"]] == [SUMMARY, *first.order]
+    assert [key for key, _ in everything["parts"]] == [*FIXED, *first.order]
 
     shown = first.seen()
     results = import_into(db, [RULES / "return-recipient" / "pass.har"])  # another process writes

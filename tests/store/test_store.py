@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import subprocess
@@ -12,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from convtap.store.canned import QUERIES
 from convtap.store.database import (
-    DATASETTE,
     PAGE_SIZE,
     SCHEMA_VERSION,
     StoreError,
@@ -84,8 +83,7 @@ def test_writer_upserts_keep_first_seen_columns_and_pairs_returns(tmp_path: Path
 
 
 def test_canned_queries_run_on_a_capture(tmp_path: Path) -> None:
-    metadata = json.loads(DATASETTE.read_text())
-    queries = metadata["databases"]["capture"]["queries"]
+    queries = QUERIES
     assert {"open_calls", "returns_per_client", "findings_by_rule"} <= set(queries)
     db = connect(tmp_path / "capture.db")
     for query in queries.values():
@@ -262,7 +260,7 @@ def test_the_canned_queries_cover_both_protocols(tmp_path: Path) -> None:
 
     db = tmp_path / "demo.db"
     assert convtap("demo", "--db", str(db)).returncode == 0
-    queries = json.loads(DATASETTE.read_text())["databases"]["capture"]["queries"]
+    queries = QUERIES
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.row_factory = sqlite3.Row
         open_calls = [dict(r) for r in conn.execute(queries["open_calls"]["sql"])]

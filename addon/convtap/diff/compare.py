@@ -1,27 +1,33 @@
 """`convtap diff`: what changed between two captures, or between a capture and the models.
 
 Every change is one entry with a stable check id (in the style of oasdiff), a level from the
-point of view of a client and of convtap's own decoder, the kind and path it concerns, and an
-example value from the capture that shows it.
+point of view of a client and of convtap's own decoder, the kind and path it concerns, and the
+evidence: how often it was seen in each capture, against how often it could have been.
+
+What counts as a change follows three rules (docs/commands.md, "convtap diff"):
+
+- protocol, not session: user data is compared by presence and type only (shapes.py);
+- evidence, not sampling: what A had in every context and B lacks in some is a removal; what A
+  had only sometimes and B never shows is `not-seen`; a family of contexts one capture has none
+  of (no Responses traffic at all) is one `not-seen` line, its kinds not compared;
+- one change, one line: a subtree is reported at its root (the paths under a missing object have
+  no parent to be counted against), and the same change on the same path in several kinds of
+  one prefix (the `response` of each `response.*` event) is one change that lists them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from convtap.diff.shapes import KindShape, Shapes, add, message_kind, pointer_pattern
-from convtap.ingest.capture import as_database
+from convtap.diff.shapes import KindShape, PathShape, Shapes, is_context, is_user_data
 from convtap.models.export import export_schemas
-from convtap.store.database import iter_shape_rows, open_readonly
 from convtap.wire.delta import OPS
-from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import EVENT_TYPES as RESPONSES_EVENT_TYPES
-from convtap.wire.sse import SSEParser
 
 LEVELS = ("breaking", "non-breaking", "info")
 
@@ -49,6 +55,7 @@ KNOWN_EVENT_TYPES = frozenset(
         "toast",
     }
 )
+UNITS = {"requests": "requests", "turns": "turns", "": "objects"}  # else: "<family> flows"
 
 
 @dataclass(frozen=True)
@@ -58,202 +65,164 @@ class Change:
     kind: str
     path: str
     detail: str
-    example: Any
+    example: Any  # an enum value, a JSON type or None: never a value of the session
+    kinds: tuple[str, ...] = ()  # every kind it was seen in (one, or a shared object's many)
 
 
 def change(check: str, kind: str, path: str, detail: str, example: Any) -> Change:
-    return Change(check, CHECKS[check][0], kind, path, detail, example)
+    return Change(check, CHECKS[check][0], kind, path, detail, example, (kind,))
 
 
-# -- shapes of a capture ---------------------------------------------------------------------------
+@dataclass
+class _Found:
+    """A change before the same one in other kinds is folded into it."""
 
-
-def capture_shapes(path: Path) -> Shapes:
-    """The shapes of a capture database, or of anything `convtap import` reads (imported into a
-    temporary database first). Rows are streamed, never loaded whole."""
-    with as_database(path) as db:
-        return database_shapes(db)
-
-
-def database_shapes(path: Path) -> Shapes:
-    db = open_readonly(path)
-    shapes: Shapes = {}
-    flow: str | None = None
-    state = _FlowState()
-    try:
-        for source, row in iter_shape_rows(db):
-            if source == "request":
-                add(
-                    shapes,
-                    f"request:{row['kind']}",
-                    loads_or_none(row["request_body"]),
-                    row["started_at"],
-                )
-            elif source == "message":
-                message = loads_or_none(row["json"])
-                if isinstance(message, dict):
-                    add(shapes, message_kind(message), message, row["first_seen_at"])
-            else:
-                if row["flow_id"] != flow:
-                    flow, state = row["flow_id"], _FlowState()
-                state.feed(shapes, row["event"], row["data"], row["at"])
-    finally:
-        db.conn.close()
-    return shapes
-
-
-class _FlowState:
-    """One flow's raw events: SSE framing and the sticky delta record (rule 2), or WS frames."""
-
-    def __init__(self) -> None:
-        self.parser = SSEParser()
-        self.record = ("", "add")  # p, o
-
-    def feed(self, shapes: Shapes, source: str, data: str, at: float | None) -> None:
-        if source.startswith("ws:"):
-            frame = loads_or_none(data)
-            for item in frame if isinstance(frame, list) else []:
-                if isinstance(item, dict):
-                    self._ws_item(shapes, item, at)
-            return
-        for event in self.parser.feed(data.encode()):
-            if event.data == "[DONE]":
-                continue
-            obj = loads_or_none(event.data)
-            if event.event == "delta" and isinstance(obj, dict):
-                self._delta(shapes, obj, at)
-            elif event.event != "delta_encoding" and isinstance(obj, dict):
-                kind = obj.get("type")
-                add(
-                    shapes, f"event:{kind}" if isinstance(kind, str) else "event:(untyped)", obj, at
-                )
-
-    def _delta(self, shapes: Shapes, delta: dict[str, Any], at: float | None) -> None:
-        p, o = delta.get("p", self.record[0]), delta.get("o", self.record[1])
-        if not isinstance(p, str) or not isinstance(o, str):
-            return
-        self.record = (p, o)
-        value = delta.get("v")
-        ops = [(p, o, value)]
-        if o == "patch" and isinstance(value, list):
-            ops += [
-                (p + str(s.get("p", "")), str(s.get("o")), s.get("v"))
-                for s in value
-                if isinstance(s, dict)
-            ]
-        for path, op, v in ops:
-            shape = shapes.setdefault(f"delta:{op}", KindShape())
-            shape.add({"p": path, "o": op}, at, [(pointer_pattern(path), v)])
-
-    def _ws_item(self, shapes: Shapes, item: dict[str, Any], at: float | None) -> None:
-        payload = item.get("payload")
-        if not isinstance(payload, dict):
-            kind = "reply" if "reply" in item else str(item.get("type"))
-            add(shapes, f"ws:{kind}", item, at)
-            return
-        inner = payload.get("payload")
-        kind = str(payload.get("type"))
-        if isinstance(inner, dict) and isinstance(inner.get("type"), str):
-            kind += f":{inner['type']}"
-        add(shapes, f"ws:{kind}", payload, at)
+    check: str
+    kind: str
+    path: str
+    example: Any = None
+    seen: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # A seen, A of, B seen, B of
+    unit: str = ""
 
 
 # -- comparing ---------------------------------------------------------------------------------
 
 
 def compare(a: Shapes, b: Shapes) -> list[Change]:
-    """Everything that changed from capture A to capture B, in a stable order."""
-    changes: list[Change] = []
-    for kind in sorted(set(a) | set(b)):
+    """Everything that changed from shapes A to shapes B, in a stable order."""
+    found: list[_Found] = []
+    unseen: dict[tuple[str, str], list[str]] = {}  # (family, side having it) -> kinds
+    for kind in sorted(set(a.kinds) | set(b.kinds)):
+        old, new = a.kinds.get(kind), b.kinds.get(kind)
+        family = (old or new).family  # type: ignore[union-attr]
+        of_a, of_b = _contexts(a, family), _contexts(b, family)
+        unit = UNITS.get(family, f"{family} flows")
         delta = kind.startswith("delta:")
-        if kind not in a:
-            check = "op-added" if delta else "kind-added"
-            changes.append(
-                change(check, kind, "", f"{kind} appears ({b[kind].count} seen)", b[kind].example)
-            )
-            continue
-        if kind not in b:
-            check = "op-removed" if delta else "kind-removed"
-            changes.append(
-                change(
-                    check,
-                    kind,
-                    "",
-                    f"{kind} no longer appears ({a[kind].count} seen before)",
-                    a[kind].example,
-                )
-            )
-            continue
-        changes += _compare_kind(kind, a[kind], b[kind])
-    return changes
-
-
-def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[Change]:
-    changes: list[Change] = []
-    reported: list[str] = []  # added or removed paths: their descendants add nothing
-
-    def under(path: str) -> bool:
-        return any(path.startswith(p + ".") or path.startswith(p + "[") for p in reported)
-
-    for path in sorted(set(a.paths) | set(b.paths)):
-        if under(path):
-            continue
-        old, new = a.paths.get(path), b.paths.get(path)
         if old is None and new is not None:
-            reported.append(path)
-            changes.append(change("path-added", kind, path, f"{path} appears", new.example))
+            if of_a == 0:
+                unseen.setdefault((family, "B"), []).append(kind)
+            else:
+                check = "op-added" if delta else "kind-added"
+                found.append(_Found(check, kind, "", None, [0, of_a, new.contexts, of_b], unit))
         elif new is None and old is not None:
-            reported.append(path)
-            changes.append(
-                change("path-removed", kind, path, f"{path} no longer arrives", old.example)
-            )
+            if of_b == 0:
+                unseen.setdefault((family, "A"), []).append(kind)
+            else:
+                always = old.contexts >= of_a
+                check = ("op-removed" if delta else "kind-removed") if always else "not-seen"
+                found.append(_Found(check, kind, "", None, [old.contexts, of_a, 0, of_b], unit))
         elif old is not None and new is not None:
-            fresh = sorted(set(new.types) - set(old.types))
-            if fresh:
-                changes.append(
-                    change(
-                        "type-changed",
-                        kind,
-                        path,
-                        f"{path} was {'|'.join(sorted(old.types))}, now also {'|'.join(fresh)}",
-                        new.example,
-                    )
-                )
-            if a.required(path) and not b.required(path):
-                changes.append(
-                    change(
-                        "became-optional",
-                        kind,
-                        path,
-                        f"{path} is missing in {b.count - new.count} of {b.count}",
-                        None,
-                    )
-                )
-            elif b.required(path) and not a.required(path) and b.count > 1:
-                changes.append(
-                    change(
-                        "became-required", kind, path, f"{path} is now always present", new.example
-                    )
-                )
-            old_enum, new_enum = old.enum, new.enum
-            if old_enum is not None and new_enum is not None:
-                for value in sorted(new_enum - old_enum):
-                    changes.append(
-                        change(
-                            "enum-value-added", kind, path, f"new value {value!r} at {path}", value
-                        )
-                    )
-                for value in sorted(old_enum - new_enum):
-                    changes.append(
-                        change(
-                            "enum-value-removed",
-                            kind,
-                            path,
-                            f"value {value!r} no longer seen at {path}",
-                            value,
-                        )
-                    )
+            found += _compare_kind(kind, old, new)
+    changes = [_change(f) for f in _fold(found)]
+    for (family, side), kinds in sorted(unseen.items()):
+        other = "B" if side == "A" else "A"
+        have = (a if side == "A" else b).contexts.get(family, 0) or "some"
+        unit = UNITS.get(family, f"{family} flows")
+        detail = f"{side} has {have} {unit}, {other} none: {len(kinds)} kinds not compared"
+        level = CHECKS["not-seen"][0]
+        changes.append(
+            Change("not-seen", level, f"family:{family}", "", detail, None, tuple(kinds))
+        )
     return changes
+
+
+def _contexts(shapes: Shapes, family: str) -> int:
+    """The contexts of a family; shapes built without any (in tests) count each kind's own."""
+    counted = shapes.contexts.get(family, 0)
+    own = [k.contexts for k in shapes.kinds.values() if k.family == family]
+    return counted or max(own, default=0)
+
+
+def _types(shape: PathShape) -> str:
+    return "|".join(sorted(shape.types))
+
+
+def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
+    found: list[_Found] = []
+    for path in sorted(set(a.paths) | set(b.paths)):
+        old, new = a.paths.get(path), b.paths.get(path)
+        parent = (old or new).parent  # type: ignore[union-attr]
+        of_a, of_b = a.holders(parent, path), b.holders(parent, path)
+        if of_a == 0 or of_b == 0:
+            continue  # under an object one side never had: reported at that object
+        if old is None and new is not None:
+            found.append(_Found("path-added", kind, path, _types(new), [0, of_a, new.count, of_b]))
+        elif new is None and old is not None:
+            always = not is_context(path) and old.count >= of_a
+            check = "path-removed" if always else "not-seen"
+            found.append(_Found(check, kind, path, _types(old), [old.count, of_a, 0, of_b]))
+        elif old is not None and new is not None:
+            found += _compare_path(kind, path, old, new, [old.count, of_a, new.count, of_b])
+    return found
+
+
+def _compare_path(
+    kind: str, path: str, old: PathShape, new: PathShape, seen: list[int]
+) -> list[_Found]:
+    found: list[_Found] = []
+    fresh = sorted(set(new.types) - set(old.types))
+    if set(old.types) == {"null"}:
+        fresh = []  # A never showed the field's type: nothing to compare B's with
+    elif fresh == ["null"] and is_user_data(kind, path):
+        fresh = []  # a user who gave no value (instructions: null) says nothing of the wire
+    if fresh:
+        example = f"{_types(old)} → {'|'.join(fresh)}"
+        found.append(_Found("type-changed", kind, path, example, list(seen)))
+    if not is_context(path):
+        a_always, b_always = seen[0] >= seen[1], seen[2] >= seen[3]
+        if a_always and not b_always:
+            found.append(_Found("became-optional", kind, path, None, list(seen)))
+        elif b_always and not a_always and seen[3] > 1:
+            found.append(_Found("became-required", kind, path, None, list(seen)))
+    old_enum, new_enum = old.enum, new.enum
+    if old_enum is not None and new_enum is not None:
+        for value in sorted(new_enum - old_enum):
+            found.append(_Found("enum-value-added", kind, path, value, list(seen)))
+        for value in sorted(old_enum - new_enum):
+            found.append(_Found("enum-value-removed", kind, path, value, list(seen)))
+    return found
+
+
+def _fold(found: list[_Found]) -> list[tuple[_Found, list[str]]]:
+    """The same change at the same path of kinds of one prefix (`event:`): one, with its kinds."""
+    folded: dict[tuple[str, str, str, str], tuple[_Found, list[str]]] = {}
+    for f in found:
+        shared = f.path != ""  # a whole kind is a change of its own
+        where = f.kind.split(":", 1)[0] if shared else f.kind
+        key = (f.check, where, f.path, json.dumps(f.example))
+        if key not in folded:
+            folded[key] = (_Found(f.check, f.kind, f.path, f.example, list(f.seen), f.unit), [])
+        first, kinds = folded[key]
+        if kinds:
+            first.seen = [x + y for x, y in zip(first.seen, f.seen, strict=True)]
+        kinds.append(f.kind)
+    return list(folded.values())
+
+
+def _change(item: tuple[_Found, list[str]]) -> Change:
+    f, kinds = item
+    a_seen, of_a, b_seen, of_b = f.seen
+    unit = f" {f.unit}" if f.unit else ""
+    typed = f"({f.example})" if f.example else ""
+    details = {
+        "kind-added": f"new: in {b_seen} of B's {of_b}{unit}",
+        "op-added": f"new: in {b_seen} of B's {of_b}{unit}",
+        "kind-removed": f"in every one of A's {of_a}{unit}, in none of B's {of_b}",
+        "op-removed": f"in every one of A's {of_a}{unit}, in none of B's {of_b}",
+        "not-seen": f"in {a_seen} of A's {of_a}{unit}, in none of B's {of_b} {typed}".rstrip(),
+        "path-added": f"new {typed}: in {b_seen} of {of_b} in B",
+        "path-removed": f"in all {of_a} in A, in none of {of_b} in B {typed}".rstrip(),
+        "became-optional": f"in all {of_a} in A, missing in {of_b - b_seen} of {of_b} in B",
+        "became-required": f"in {a_seen} of {of_a} in A, in all {of_b} in B",
+        "type-changed": f"types {f.example}",
+        "enum-value-added": f"new value {f.example!r}",
+        "enum-value-removed": f"value {f.example!r} not seen any more",
+    }
+    if is_context(f.path):  # items, not fields: how many, not how often
+        details["not-seen"] = f"seen {a_seen} times in A, never in B {typed}".rstrip()
+        details["path-added"] = f"new {typed}: seen {b_seen} times in B"
+    level = CHECKS[f.check][0]
+    return Change(f.check, level, kinds[0], f.path, details[f.check], f.example, tuple(kinds))
 
 
 # -- drift against schemas/ ----------------------------------------------------------------------
@@ -268,19 +237,19 @@ def drift(shapes: Shapes) -> list[Change]:
     """What a capture carries that the models (their JSON Schema, as in schemas/) do not know."""
     schemas = export_schemas()
     changes: list[Change] = []
-    for kind in sorted(shapes):
-        shape = shapes[kind]
+    for kind in sorted(shapes.kinds):
+        shape = shapes.kinds[kind]
         if kind.startswith("delta:"):
             op = kind.split(":", 1)[1]
             if op not in OPS:
-                changes.append(change("unknown-op", kind, "", f"op {op!r}", shape.example))
+                changes.append(change("unknown-op", kind, "", f"op {op!r}", op))
             continue
         if kind.startswith("event:"):
             event = kind.split(":", 1)[1]
             known = event in KNOWN_EVENT_TYPES or event in RESPONSES_EVENT_TYPES
             if event != "(untyped)" and not known:
                 changes.append(
-                    change("unknown-event-type", kind, "", f"event type {event!r}", shape.example)
+                    change("unknown-event-type", kind, "", f"event type {event!r}", event)
                 )
             continue
         name = "ConversationMessage" if kind.startswith("message:") else SCHEMA_FOR_KIND.get(kind)
@@ -291,7 +260,7 @@ def drift(shapes: Shapes) -> list[Change]:
         for path in sorted(shape.paths):
             if any(path.startswith(p + ".") or path.startswith(p + "[") for p in reported):
                 continue
-            node = _schema_at(schema, schema, path)
+            node = _schema_at(schema, schema, re.sub(r"\{[^}]*\}", "", path))
             if node is None:
                 reported.append(path)
                 changes.append(
@@ -300,7 +269,7 @@ def drift(shapes: Shapes) -> list[Change]:
                         kind,
                         path,
                         f"{name} does not declare {path}",
-                        shape.paths[path].example,
+                        "|".join(sorted(shape.paths[path].types)),
                     )
                 )
                 continue
@@ -368,52 +337,3 @@ def _enum(root: dict[str, Any], node: dict[str, Any]) -> set[str] | None:
         elif option.get("type") not in ("null", None):
             return None  # an open string: anything goes
     return values or None
-
-
-# -- reporting -----------------------------------------------------------------------------------
-
-
-def summary(changes: list[Change]) -> dict[str, int]:
-    return {level: sum(c.level == level for c in changes) for level in LEVELS}
-
-
-def to_json(changes: list[Change]) -> dict[str, Any]:
-    """`convtap diff --format json` (a contract)."""
-    return {"summary": summary(changes), "changes": [asdict(c) for c in changes]}
-
-
-def render(changes: list[Change], fmt: str, title: str) -> str:
-    if fmt == "json":
-        return json.dumps(to_json(changes), ensure_ascii=False, indent=2, default=str)
-    counts = summary(changes)
-    if fmt == "markdown":
-        lines = [
-            f"## {title}",
-            "",
-            f"{counts['breaking']} breaking, {counts['non-breaking']} non-breaking, "
-            f"{counts['info']} info",
-            "",
-            "| level | check | kind | path | detail | example |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
-        for c in changes:
-            example = json.dumps(c.example, ensure_ascii=False, default=str).replace("|", "\\\\|")
-            detail = c.detail.replace("|", "\\\\|")
-            lines.append(
-                f"| {c.level} | `{c.check}` | `{c.kind}` | `{c.path or '-'}` | "
-                f"{detail} | `{example[:60]}` |"
-            )
-        return "\n".join(lines)
-    lines = [title]
-    for level in LEVELS:
-        for c in (c for c in changes if c.level == level):
-            where = f"{c.kind} {c.path}".strip()
-            example = json.dumps(c.example, ensure_ascii=False, default=str)
-            lines.append(f"  {c.level:<12} {c.check:<19} {where}: {c.detail}")
-            if c.example is not None:
-                lines.append(f"  {'':<12} {'':<19} e.g. {example[:100]}")
-    lines.append(
-        f"{counts['breaking']} breaking, {counts['non-breaking']} non-breaking, "
-        f"{counts['info']} info"
-    )
-    return "\n".join(lines)

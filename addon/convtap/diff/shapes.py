@@ -1,64 +1,97 @@
-"""Shapes of a capture, and what changed between two of them (pure).
+"""Shapes of a capture (pure): what `convtap diff` compares and `convtap shapes` writes.
 
 A capture's shape is, for each kind of object — request bodies per endpoint, messages per
 (author role, recipient class, content type), typed events per `type`, delta ops with the paths
-they touch, WebSocket payloads per type — the JSON paths seen (array indexes and ids generalised
-to `[]` and `*`), the JSON types at each path, how often each path is present, and the values of
-string fields with few distinct values (enums such as `channel`, `status`, `content_type`,
-`marker`; never ids, tokens or free text). Counts and first/last seen times ride along. Shapes
-only grow by counting, so the order in which objects are fed does not change the result.
+they touch, WebSocket payloads per type — the JSON paths seen, the JSON types at each path, how
+often each is present, and the values of identifier-like string fields with few distinct values
+(enums such as `channel`, `status`, `content_type`, `marker`). Paths are generalised: array items
+are `[]`, ids `*`, and an object with a string `type` carries it, `output[]{function_call}`, so
+that each item type is a context of its own. User data (userdata.toml) is a leaf: its presence
+and type are kept, nothing under it, and none of its values.
+
+Presence is counted per instance against the instances of the parent (the kind's objects for a
+top-level key), so that "always there" means "in every object that could hold it". A kind also
+counts the contexts it appeared in (flows, turns: see `capture`) against the contexts of its
+family in the capture, which is what tells "no longer sent" from "not produced this time".
+
+Shapes keep no session value, only counts, so the order objects come in changes nothing, and a
+shapes file (`to_json`, `from_json`) holds the same as the capture it came from.
 """
 
 from __future__ import annotations
 
-import json
+import fnmatch
+import functools
 import re
+import tomllib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
+FORMAT_KEY = "convtap_shapes"  # the format version field of a shapes file
+FORMAT_VERSION = 1
 ENUM_MAX_VALUES = 12  # more distinct values than this: not an enum
 ENUM_MAX_LENGTH = 48
 _ID = re.compile(
     r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{16,}|"
-    r"[A-Za-z]+[-_][0-9a-f]{8,}|\d+|<redacted:[0-9a-f]+>)$",
+    r"[A-Za-z]+[-_](?=[0-9a-zA-Z]*[0-9])[0-9a-zA-Z]{8,}|\d+|<redacted:[0-9a-f]+>)$",
     re.IGNORECASE,
 )
+# What an enum value looks like: a short identifier (a status, a marker, a content type).
+IDENTIFIER = re.compile(rf"^[A-Za-z][A-Za-z0-9_.:/+-]{{0,{ENUM_MAX_LENGTH - 1}}}$")
 # Fields that are never enums, whatever their values look like in a small capture.
 _FREE = re.compile(
-    r"(^|\.)(id|[a-z_]*_id|text|parts|title|name|description|token|[a-z_]*_time|"
-    r"content|prompt|reason|message|cwd|url|query|[a-z_]*token)(\[\])?$"
+    r"(^|\.)(id|[a-z_]*_id|ids|[a-z_]*_ids|text|parts|title|name|description|token|"
+    r"[a-z_]*_time|[a-z_]*_at|content|prompt|reason|message|cwd|url|query|[a-z_]*token|"
+    r"[a-z_]*_key|timezone|recipient|user|safety_identifier|server_label|namespace|"
+    r"filename|obfuscation|model)(\[\])?$"
 )
+
+
+def _load_user_data() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    text = resources.files("convtap.diff").joinpath("userdata.toml").read_text(encoding="utf-8")
+    return [(tuple(e["kinds"]), tuple(e["paths"])) for e in tomllib.loads(text)["user_data"]]
+
+
+USER_DATA = _load_user_data()
+
+
+@functools.lru_cache(maxsize=8192)  # a bound: kinds x paths of a capture repeat
+def is_user_data(kind: str, path: str) -> bool:
+    """Whether the value at `path` of a `kind` object is user data (userdata.toml)."""
+    for kinds, patterns in USER_DATA:
+        if not any(fnmatch.fnmatchcase(kind, k) for k in kinds):
+            continue
+        for pattern in patterns:
+            if pattern.startswith("/"):
+                if fnmatch.fnmatchcase(path, pattern):
+                    return True
+            elif not pattern.startswith("**."):
+                if path == pattern:
+                    return True
+            else:
+                tail = pattern[3:]
+                if path == tail or path.endswith(tail if tail[0] == "{" else "." + tail):
+                    return True
+    return False
 
 
 @dataclass
 class PathShape:
-    count: int = 0  # objects of the kind in which the path is present
+    parent: str  # the path of the object that holds it ("" for a top-level key)
+    count: int = 0  # instances
     types: Counter[str] = field(default_factory=Counter)
     values: Counter[str] | None = field(default_factory=Counter)  # None: not an enum
-    example: Any = None
 
-    def add(self, value: Any, path: str) -> None:
+    def add(self, value: Any, enum_ok: bool) -> None:
         self.count += 1
         kind = json_type(value)
         self.types[kind] += 1
-        if kind not in ("object", "array") and (
-            self.example is None or _order(value) < _order(self.example)
-        ):
-            self.example = value  # the smallest: the same whatever order objects come in
-        if self.values is None:
+        if self.values is None or kind in ("null", "boolean"):
             return
-        if kind != "string":
-            if kind not in ("null", "boolean"):
-                self.values = None
-            return
-        if (
-            _FREE.search(path)
-            or len(value) > ENUM_MAX_LENGTH
-            or _ID.match(value)
-            or (" " in value.strip())
-        ):
+        if kind != "string" or not enum_ok or _ID.match(value) or not IDENTIFIER.match(value):
             self.values = None
             return
         self.values[value] += 1
@@ -68,10 +101,6 @@ class PathShape:
     def merge(self, other: PathShape) -> None:
         self.count += other.count
         self.types.update(other.types)
-        if self.example is None or (
-            other.example is not None and _order(other.example) < _order(self.example)
-        ):
-            self.example = other.example
         if self.values is None or other.values is None:
             self.values = None
         else:
@@ -86,39 +115,49 @@ class PathShape:
 
 @dataclass
 class KindShape:
-    count: int = 0
-    first_seen: float | None = None
-    last_seen: float | None = None
+    family: str = ""  # what a context of this kind is: "requests", "turns", a flow kind
+    count: int = 0  # objects
+    contexts: int = 0  # contexts (flows, turns) it appeared in
     paths: dict[str, PathShape] = field(default_factory=dict)
-    example: Any = None  # the object seen first (ties: the smallest), shortened
+    last_context: str | None = field(default=None, compare=False, repr=False)
 
-    def add(
-        self, obj: Any, at: float | None, paths: Iterable[tuple[str, Any]] | None = None
-    ) -> None:
+    def add(self, kind: str, obj: Any, context: str | None = None) -> None:
         self.count += 1
-        first = self.first_seen
-        if at is not None:
-            self.first_seen = at if first is None else min(first, at)
-            self.last_seen = at if self.last_seen is None else max(self.last_seen, at)
-        example = _trim(obj)
-        if (
-            self.example is None
-            or (at is not None and (first is None or at < first))
-            or (at == first and _order(example) < _order(self.example))
-        ):
-            self.example = example
-        seen: dict[str, Any] = {}
-        for path, value in paths if paths is not None else walk(obj):
-            seen.setdefault(path, value)  # a path counts once per object (arrays repeat it)
-        for path, value in seen.items():
-            self.paths.setdefault(path, PathShape()).add(value, path)
+        if context is None or context != self.last_context:
+            self.contexts += 1
+        self.last_context = context
+        for path, parent, value, leaf in walk(obj, kind):
+            shape = self.paths.get(path)
+            if shape is None:
+                shape = self.paths[path] = PathShape(parent)
+            shape.add(value, not leaf and not _FREE.search(path))
 
-    def required(self, path: str) -> bool:
-        shape = self.paths.get(path)
-        return shape is not None and shape.count == self.count
+    def add_value(self, path: str, value: Any, leaf: bool) -> None:
+        """One value at a path of its own (a delta op's pointer), counted as an object's key."""
+        shape = self.paths.setdefault(path, PathShape(""))
+        shape.add(value, not leaf)
+
+    def holders(self, parent: str, path: str) -> int:
+        """How many values at `parent` could hold `path`: objects for a key, arrays for an
+        item; the kind's objects for a top-level key."""
+        if not parent:
+            return self.count
+        shape = self.paths.get(parent)
+        if shape is None:
+            return 0
+        return shape.types["array" if re.sub(r"\{[^}]*\}$", "", path).endswith("[]") else "object"]
 
 
-Shapes = dict[str, KindShape]
+@dataclass
+class Shapes:
+    kinds: dict[str, KindShape] = field(default_factory=dict)
+    contexts: Counter[str] = field(default_factory=Counter)  # family -> contexts seen
+
+    def kind(self, kind: str, family: str) -> KindShape:
+        shape = self.kinds.get(kind)
+        if shape is None:
+            shape = self.kinds[kind] = KindShape(family)
+        return shape
 
 
 def json_type(value: Any) -> str:
@@ -133,18 +172,39 @@ def json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def walk(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(generalised path, value) for every value inside a JSON object, itself excluded."""
+def walk(value: Any, kind: str, prefix: str = "") -> Iterator[tuple[str, str, Any, bool]]:
+    """(generalised path, parent path, value, is user data) for every value inside a JSON
+    object, itself excluded; nothing under user data."""
     if isinstance(value, dict):
         for key, item in value.items():
             name = "*" if _ID.match(str(key)) else str(key)
             path = f"{prefix}.{name}" if prefix else name
-            yield path, item
-            yield from walk(item, path)
+            leaf = is_user_data(kind, path)  # user data is never typed: its `type` is the user's
+            path = path if leaf else _typed(path, item)
+            yield path, prefix, item, leaf
+            if not leaf:
+                yield from walk(item, kind, path)
     elif isinstance(value, list):
         for item in value:
-            yield f"{prefix}[]", item
-            yield from walk(item, f"{prefix}[]")
+            path = f"{prefix}[]"
+            leaf = is_user_data(kind, path)
+            path = path if leaf else _typed(path, item)
+            yield path, prefix, item, leaf
+            if not leaf:
+                yield from walk(item, kind, path)
+
+
+def _typed(path: str, value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else None
+    if isinstance(kind, str) and IDENTIFIER.match(kind) and not _ID.match(kind):
+        return f"{path}{{{kind}}}"
+    return path
+
+
+def is_context(path: str) -> bool:
+    """An array's item or a typed object: a context (an item type), not a field of its parent,
+    or a delta op's pointer, whose absence says what the session did, not what the protocol is."""
+    return path.startswith("/") or path.endswith(("[]", "}"))
 
 
 def pointer_pattern(pointer: str) -> str:
@@ -156,12 +216,13 @@ def pointer_pattern(pointer: str) -> str:
 
 
 def recipient_class(recipient: Any) -> str:
+    """`all`, or the class of a named recipient: which tool a session calls is user data."""
     if not isinstance(recipient, str) or recipient in ("", "all"):
         return "all"
     for prefix in ("local.", "functions."):
         if recipient.startswith(prefix):
             return prefix + "*"
-    return recipient
+    return "*"
 
 
 def message_kind(message: dict[str, Any]) -> str:
@@ -173,40 +234,17 @@ def message_kind(message: dict[str, Any]) -> str:
             f"{content.get('content_type', '?')}")  # fmt: skip
 
 
-def add(shapes: Shapes, kind: str, obj: Any, at: float | None) -> None:
-    shapes.setdefault(kind, KindShape()).add(obj, at)
+def add(shapes: Shapes, kind: str, obj: Any, family: str = "", context: str | None = None) -> None:
+    """One object of `kind`; `context` names the flow or turn it came in (None: its own)."""
+    shapes.kind(kind, family).add(kind, obj, context)
 
 
 def merge(into: Shapes, other: Shapes) -> Shapes:
-    for kind, shape in other.items():
-        mine = into.setdefault(kind, KindShape())
+    into.contexts.update(other.contexts)
+    for kind, shape in other.kinds.items():
+        mine = into.kind(kind, shape.family)
         mine.count += shape.count
-        if mine.example is None or (
-            shape.first_seen is not None
-            and (mine.first_seen is None or shape.first_seen < mine.first_seen)
-        ):
-            mine.example = shape.example
-        for seen in (shape.first_seen, shape.last_seen):
-            if seen is not None:
-                mine.first_seen = seen if mine.first_seen is None else min(mine.first_seen, seen)
-                mine.last_seen = seen if mine.last_seen is None else max(mine.last_seen, seen)
+        mine.contexts += shape.contexts
         for path, path_shape in shape.paths.items():
-            mine.paths.setdefault(path, PathShape()).merge(path_shape)
+            mine.paths.setdefault(path, PathShape(path_shape.parent)).merge(path_shape)
     return into
-
-
-def _order(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _trim(value: Any, depth: int = 0) -> Any:
-    """A small example: long strings cut, deep or wide structures shortened."""
-    if isinstance(value, str):
-        return value if len(value) <= 80 else value[:79] + "…"
-    if isinstance(value, dict):
-        if depth >= 3:
-            return {"…": len(value)}
-        return {k: _trim(v, depth + 1) for k, v in list(value.items())[:12]}
-    if isinstance(value, list):
-        return [_trim(v, depth + 1) for v in value[:3]]
-    return value

@@ -13,7 +13,7 @@ from typing import Any
 
 from convtap.contract.audit import AuditResult, audit
 from convtap.contract.registry import Finding
-from convtap.ingest.readers import DATABASES, CaptureError, import_file
+from convtap.ingest.readers import DATABASES, CaptureError, TruncatedFile, import_file
 from convtap.journal.segments import JournalError, Position, check_free, journal_dir, unconsumed
 from convtap.record.local import LocalRecorder
 from convtap.store.database import (
@@ -36,7 +36,8 @@ from convtap.wire.jsonvalue import dumps
 
 @dataclass
 class FileImport:
-    """What importing one file did: flows imported and already there, or why it failed."""
+    """What importing one file did: flows imported and already there, and why it failed (a
+    file cut short has both: the flows before the cut are imported)."""
 
     path: Path
     imported: int = 0
@@ -61,6 +62,8 @@ def import_into(
         for path in paths:
             try:
                 imported, skipped = import_file(path, local, seen, progress)
+            except TruncatedFile as exc:  # what was before the cut is imported
+                results.append(FileImport(path, exc.imported, exc.skipped, error=str(exc)))
             except (CaptureError, StoreError) as exc:
                 results.append(FileImport(path, error=str(exc)))
             else:

@@ -37,6 +37,12 @@ class CaptureError(Exception):
     """An input file that cannot be read."""
 
 
+class TruncatedFile(CaptureError):
+    """A flow file cut short: the flows before the cut are read (and imported), then this."""
+
+    imported = skipped = 0
+
+
 def read_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
     """The HTTP flows of one file, each with how far into the file the reader got."""
     if path.suffix == ".sse":
@@ -46,15 +52,22 @@ def read_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
         if handle.read(1) == b"{":
             yield from har_flows(path)
             return
-    try:
-        with path.open("rb") as handle:
+    size, whole = path.stat().st_size, 0  # where the last whole flow ends
+    with path.open("rb") as handle:
+        try:
             for flow in io.FlowReader(handle).stream():
+                whole = handle.tell()
                 if isinstance(flow, http.HTTPFlow):
                     if path.suffix != ".mitm":
                         flow.id = content_id(flow)
-                    yield flow, handle.tell()
-    except (FlowReadException, ValueError, KeyError) as exc:
-        raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({exc})") from exc
+                    yield flow, whole
+        except (FlowReadException, ValueError, KeyError) as exc:
+            if whole and handle.tell() >= size:  # the file ends inside a flow: its tail was cut
+                raise TruncatedFile(
+                    f"{path}: cut short: its last {size - whole} bytes are not a whole flow (the "
+                    "flows before them were read)"
+                ) from exc
+            raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({exc})") from exc
 
 
 def _why(exc: Exception) -> str:
@@ -72,6 +85,8 @@ def har_flows(path: Path) -> Iterator[tuple[http.HTTPFlow, int]]:
         entries = json.loads(path.read_bytes())["log"]["entries"]
         if not isinstance(entries, list):
             raise ValueError("log.entries is not a list")
+    except RecursionError:
+        raise CaptureError(f"{path}: not a HAR file (JSON nested too deep to read)") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise CaptureError(f"{path}: not a HAR file ({_why(exc)})") from exc
     size = path.stat().st_size
@@ -166,14 +181,15 @@ def import_file(
     path: Path, local: LocalRecorder, seen: set[str], progress: Callable[[int], None] | None = None
 ) -> tuple[int, int]:
     """Import the flows of one file that are not in the database yet (their ids are in `seen`,
-    which learns the new ones). Returns (imported, already there); the file's rows are committed
-    when it returns. A file that cannot be read, or holds no conversation traffic, is refused."""
+    which learns the new ones). Returns (imported, already there). Each flow's rows are
+    committed together, so a re-import completes what a killed one left. A file that cannot be
+    read, or holds no conversation traffic, is refused."""
     if not path.is_file() or not os.access(path, os.R_OK):
         raise CaptureError(f"cannot read {path}")
     if path.suffix in DATABASES:  # another capture: merge its flows
-        if path.resolve() == local.writer.path.resolve():
+        if os.path.samefile(path, local.writer.path):  # one file by device and inode: a link too
             raise CaptureError(f"{path} is the database it would be imported into")
-        imported, skipped = replay_db(path, local.handle, seen)
+        imported, skipped = replay_db(path, local.handle, seen, local.writer.whole)
         local.writer.flush()
         if progress is not None:
             progress(path.stat().st_size)
@@ -181,7 +197,13 @@ def import_file(
             raise CaptureError(f"{path}: a capture with no flows in it (nothing to import)")
         return imported, skipped
     imported = skipped = done = 0
-    flows = sorted(read_flows(path), key=lambda pair: pair[0].request.timestamp_start)
+    read: list[tuple[http.HTTPFlow, int]] = []
+    cut: TruncatedFile | None = None
+    try:
+        read.extend(read_flows(path))
+    except TruncatedFile as exc:
+        cut = exc
+    flows = sorted(read, key=lambda pair: pair[0].request.timestamp_start)
     for flow, position in flows:
         events = list(flow_events(flow))
         if not events:
@@ -190,13 +212,17 @@ def import_file(
             skipped += 1
             continue
         seen.add(flow.id)
-        for event in events:
-            local.handle(event)
+        with local.writer.whole():  # a flow is in the database with all its events, or not
+            for event in events:
+                local.handle(event)
         imported += 1
         if progress is not None and position > done:
             progress(position - done)
             done = position
     local.writer.flush()
+    if cut is not None:
+        cut.imported, cut.skipped = imported, skipped
+        raise cut
     if imported + skipped == 0:
         raise CaptureError(f"{path}: no conversation traffic in it (nothing to import)")
     return imported, skipped

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from convtap.journal.events import (
     WebSocketEnded,
     WebSocketMessage,
 )
-from convtap.journal.segments import JournalError, hold, journal_dir
+from convtap.journal.segments import JournalError, hold, journal_dir, segments
 from convtap.record.recorder import Recorder, is_event_stream
 from convtap.redact.redactor import ClearText
 from convtap.store.database import (
@@ -40,26 +41,28 @@ from convtap.wire.session import SOCKETS, STREAMED
 
 
 def reprocess_db(path: Path) -> int:
-    """Decode a capture again in place; refused while a recorder writes into it."""
+    """Decode a capture again in place, in one transaction: a reader sees the previous result
+    until the new one is whole, and a reprocess killed midway leaves the previous result.
+    Refused while a recorder writes into it, or its journal holds traffic not recorded yet."""
     journal = journal_dir(path)
-    if journal.exists():
+    if segments(journal):
         raise StoreError(f"a recorder is writing into {path}, or left its journal {journal} to "
                          f"finish (`convtap record --catch-up --db {path}` records it): stop it "
                          "first")  # fmt: skip
-    db = connect(path, create=False)
+    connect(path, create=False).conn.close()
     try:
-        lock = hold(journal)  # no recording starts into it meanwhile
+        lock = hold(journal)  # no recording starts into it meanwhile (an empty one is left over)
     except JournalError as exc:
-        db.conn.close()
         raise StoreError(str(exc)) from None
     try:
-        clear_derived(db)
-        db.conn.close()
         writer = Writer(path)
         recorder = Recorder(writer, ClearText())
         try:
-            count, _ = replay_db(path, recorder.handle)
-            recorder.close()
+            with writer.whole():
+                clear_derived(writer.db)
+                count, _ = replay_db(path, recorder.handle)
+                recorder.close()
+                writer.index()
         finally:
             writer.close()
     finally:
@@ -70,10 +73,14 @@ def reprocess_db(path: Path) -> int:
 
 
 def replay_db(
-    source: Path, handle: Callable[[RecorderEvent], None], skip: set[str] | None = None
+    source: Path,
+    handle: Callable[[RecorderEvent], None],
+    skip: set[str] | None = None,
+    whole: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> tuple[int, int]:
     """Feed every flow of a capture database to a recorder, in time order, except those in
-    `skip` (which learns the new ones). Returns (fed, skipped)."""
+    `skip` (which learns the new ones); each flow inside `whole()` (its rows committed together).
+    Returns (fed, skipped)."""
     db = open_readonly(source)
     count = skipped = 0
     try:
@@ -83,8 +90,9 @@ def replay_db(
                     skipped += 1
                     continue
                 skip.add(flow["id"])
-            for event in stored_flow_events(flow, iter_events(db, flow["id"])):
-                handle(event)
+            with whole():
+                for event in stored_flow_events(flow, iter_events(db, flow["id"])):
+                    handle(event)
             count += 1
     finally:
         db.conn.close()

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import random
 import secrets
 import threading
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
 from tornado.http1connection import HTTP1Connection
 from tornado.web import Application, RequestHandler
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
@@ -200,13 +202,36 @@ class _Handler(RequestHandler):
 
 
 def _parse_body(body: bytes) -> Any:
+    """A body as JSON, or its text when it is not JSON the mock can answer: JSON's own grammar
+    (no NaN or Infinity), numbers a double holds, nesting to orjson's 1024 levels."""
     if not body:
         return None
     text = body.decode("utf-8", "replace")
     try:
-        return json.loads(text)
-    except ValueError:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc) or "infinity" in str(exc):
+            return text
+    try:  # what orjson refuses but JSON allows (integers past 64 bits, lone surrogates)
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    except (ValueError, RecursionError):
         return text
+
+
+def _not_json(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is past a double's range")
+    return number
+
+
+# What a request can still make the mock's answer fail on (a schema it cannot draw a value
+# from): the client's error, answered 400, never a 500 with a traceback.
+UNANSWERABLE = (ValueError, TypeError, OverflowError, RecursionError)
 
 
 class SentinelHandler(_Handler):
@@ -320,6 +345,8 @@ class ConversationHandler(_StreamHandler):
             return self.send_json({"detail": str(exc)}, 404)
         except ScenarioError as exc:
             return self.send_json({"detail": str(exc)}, 400)
+        except UNANSWERABLE as exc:
+            return self.send_json({"detail": f"the mock cannot answer this: {exc}"[:300]}, 400)
         self.state.turns[conduit] = turn
         if turn.topic_id is not None:
             self.state.publish(turn)
@@ -468,7 +495,12 @@ class ResponsesHandler(WebSocketHandler, _StreamHandler):
         if refused is not None:  # as the real API over the socket: an error frame, 400
             await self._send_event({"type": "error", "status": 400, **refused}, lane)
             return
-        _, events = self.state.responses.answer_events(body)
+        try:
+            _, events = self.state.responses.answer_events(body)
+        except UNANSWERABLE as exc:
+            error = _api_error(f"the mock cannot answer this: {exc}"[:300])
+            await self._send_event({"type": "error", "status": 400, **error}, lane)
+            return
         async with self._lock:  # one response after another
             for item in events:
                 await self._send_event(item, lane)
@@ -486,7 +518,10 @@ class ResponsesHandler(WebSocketHandler, _StreamHandler):
         refused = self.state.responses.refusal(body)
         if refused is not None:
             return self.send_json(refused, 400)
-        response, entries = self.state.responses.answer(body)
+        try:
+            response, entries = self.state.responses.answer(body)
+        except UNANSWERABLE as exc:
+            return self.send_json(_api_error(f"the mock cannot answer this: {exc}"[:300]), 400)
         if body.get("stream") is True:
             await self.stream(entries, broken=False, may_die=False)
         else:

@@ -23,6 +23,10 @@ from convtap.mock.refclient import RefClient
 LISTENING = re.compile(r"listening at (https?://)?[\d.]+:(\d+)")
 
 
+class DemoError(Exception):
+    """A part of the demo did not start (what it said is echoed above)."""
+
+
 @contextmanager
 def service(args: list[str], name: str, echo: Callable[[str], None]) -> Iterator[int]:
     """Run a convtap subcommand; yield the port it listens on; stop it with SIGINT."""
@@ -43,7 +47,7 @@ def service(args: list[str], name: str, echo: Callable[[str], None]) -> Iterator
             break
     if port is None:
         proc.wait(10)
-        raise RuntimeError(f"{name} did not start (exit status {proc.returncode})")
+        raise DemoError(f"the demo's {name} did not start (exit status {proc.returncode})")
 
     def forward() -> None:
         for rest in proc.stdout or ():

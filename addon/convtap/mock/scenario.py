@@ -220,9 +220,23 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ScenarioError(f"cannot read {path}: {exc}") from exc
     except ValueError as exc:
         raise ScenarioError(f"{path}: not JSON: {exc}") from exc
+    except RecursionError:
+        raise ScenarioError(f"{path}: not JSON convtap reads (nested too deep)") from None
     if isinstance(data, dict):
         data.setdefault("name", path.name.removesuffix(".json"))
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(f"{path}: {exc}") from exc
+        raise ScenarioError(f"{path}: {problems(exc)}") from None
+
+
+PROBLEMS_SAID = 3  # a scenario's validation problems said, in one line; the rest counted
+
+
+def problems(exc: ValidationError) -> str:
+    """Pydantic's errors, short: where and what for the first few, in one line."""
+    errors = exc.errors(include_url=False, include_input=False)
+    said = [f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in errors]
+    more = len(said) - PROBLEMS_SAID
+    tail = f"; and {more} more" if more > 0 else ""
+    return f"not a scenario ({'; '.join(s[:120] for s in said[:PROBLEMS_SAID])}{tail})"

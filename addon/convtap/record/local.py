@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from convtap.journal.events import BodyChunk, RecorderEvent
 from convtap.record.recorder import Recorder
+from convtap.redact.keyfile import key_file
 from convtap.redact.redactor import ClearText, Redactor
-from convtap.store.database import Writer
+from convtap.store.database import StoreError, Writer
 
 
 def echo_to(where: str) -> Callable[[str], None] | None:
@@ -31,12 +32,29 @@ def echo_to(where: str) -> Callable[[str], None] | None:
     return echo
 
 
+class RedactionKeyError(StoreError):
+    """The redaction key cannot be read or made: nothing may be recorded."""
+
+
+def redactor(redact: bool = True) -> Redactor:
+    """The redactor a recording uses, its key read now: before any database is made, so that an
+    unusable key (an empty file, a folder, a config folder that cannot be one) leaves nothing."""
+    if not redact:
+        return ClearText()
+    try:
+        return Redactor()
+    except (OSError, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise RedactionKeyError(f"cannot use the redaction key {key_file()}: {why}") from None
+
+
 class LocalRecorder:
     """The recorder and its writer in this process (import, reprocess, tests)."""
 
     def __init__(self, db: str, *, redact: bool = True, echo: str = "off") -> None:
+        chosen = redactor(redact)
         self.writer = Writer(db)
-        self.recorder = Recorder(self.writer, Redactor() if redact else ClearText(), echo_to(echo))
+        self.recorder = Recorder(self.writer, chosen, echo_to(echo))
 
     def handle(self, event: RecorderEvent) -> None:
         self.recorder.handle_safely(event)

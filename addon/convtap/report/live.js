@@ -9,10 +9,10 @@
   const state = document.createElement("span");
   document.querySelector(".top p").append(" · ", state);
 
-  // The key of each part, as the server names it: "summary", or "conv:<id>" ("#n" after a
-  // repeated id).
+  // The key of each conversation, as the server names it: "conv:<id>" ("#n" after a repeated
+  // id). Every other part is a section named by its id ("summary", "charts").
   function parts() {
-    const found = new Map([["summary", document.getElementById("summary")]]);
+    const found = new Map();
     const seen = new Map();
     for (const el of timeline.querySelectorAll(":scope > .conv")) {
       const id = el.dataset.conv || "";
@@ -41,18 +41,19 @@
     const found = parts();
     for (const [key, html] of message.parts) {
       const fresh = element(html);
-      const old = found.get(key);
+      const conversation = key.startsWith("conv:");
+      const old = conversation ? found.get(key) : document.getElementById(key);
       if (old) {
         keepOpen(old, fresh);
         old.replaceWith(fresh);
-      } else {
+      } else if (conversation) {
         timeline.append(fresh);
       }
-      found.set(key, fresh);
+      if (conversation) found.set(key, fresh);
     }
     if (message.order) {
       const wanted = new Set(message.order);
-      for (const [key, el] of found) if (key !== "summary" && !wanted.has(key)) el.remove();
+      for (const [key, el] of found) if (!wanted.has(key)) el.remove();
       for (const key of message.order) if (found.has(key)) timeline.append(found.get(key));
       const empty = timeline.querySelector(":scope > p.empty");
       if (empty) empty.hidden = message.order.length > 0;

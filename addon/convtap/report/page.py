@@ -23,6 +23,7 @@ from markupsafe import Markup
 from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
 from convtap.export.files import write_output
+from convtap.report.charts import charts
 from convtap.report.timeline import conversations
 from convtap.store import report_queries as queries
 from convtap.store.database import StoreError, open_readonly
@@ -93,6 +94,7 @@ def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
         "decode_errors": queries.decode_errors(capture),
         "failures": queries.failures(capture),
         "conversations": conversations(capture),
+        "charts": charts(capture),
     }
 
 

@@ -28,6 +28,7 @@ from convtap.store.database import open_readonly
 
 SCRIPT = resources.files("convtap.report") / "live.js"
 SUMMARY = "summary"
+FIXED = (SUMMARY, "charts")  # the template's blocks that are one section each, keyed by its id
 
 
 class LiveCapture:
@@ -135,7 +136,8 @@ class LivePage:
         repeats: Counter[str] = Counter()  # a key stays unique as the page's script makes it
         with queries.one_reading(capture):
             context = {**self._context(capture, version), **self._macros}
-            html[SUMMARY] = self._block(SUMMARY, context)
+            for name in FIXED:  # sections with an id of their own, in every page
+                html[name] = self._block(name, context)
             for conv in conversations(capture):
                 key = f"conv:{conv.id or ''}"
                 repeats[key] += 1

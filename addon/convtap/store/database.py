@@ -18,7 +18,6 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from convtap.contract.audit import (
     ResponsesRequest,
 )
 from convtap.contract.returns import Call
+from convtap.store.canned import APPLICATION_ID, is_capture
 from convtap.store.rows import FindingRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
@@ -48,10 +48,6 @@ from convtap.wire.jsonvalue import LONE_SURROGATE, loads_or_none
 from convtap.wire.session import Endpoint
 
 DEFAULT_DB = Path("captures") / "capture.db"
-DATASETTE = resources.files("convtap.store") / "datasette.json"  # canned queries
-
-
-APPLICATION_ID = 0x636F6E76  # "conv": `PRAGMA application_id` of every convtap capture
 
 
 class StoreError(Exception):
@@ -217,7 +213,18 @@ def _check_is_ours(path: Path, *, allow_empty: bool) -> None:
 
 @contextlib.contextmanager
 def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
-    """An immediate transaction: the write lock is taken before anything is read."""
+    """An immediate transaction: the write lock is taken before anything is read. Inside a
+    transaction already open (`Writer.whole`), a savepoint of it."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT part")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO part")
+            conn.execute("RELEASE part")
+            raise
+        conn.execute("RELEASE part")
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -254,15 +261,9 @@ def _application_id(db: sqlite_utils.Database) -> int:
 
 
 def _is_a_capture(db: sqlite_utils.Database) -> bool:
-    """convtap's own database: marked with its application id (SQLite's header field for
-    telling one application's files from another's), or made by a convtap from before the mark
-    (then it has convtap's tables). Another application's file with a `meta` table and a
-    `schema_version` in it is neither."""
-    marked = _application_id(db)
-    if marked:
-        return marked == APPLICATION_ID
-    names = set(db.table_names())
-    return {"flows", "events", "turns", "tool_calls", "tool_returns", "findings"} <= names
+    """convtap's own database (`canned.is_capture`). Another application's file with a `meta`
+    table and a `schema_version` in it is not."""
+    return is_capture(db.conn)
 
 
 def _version(db: sqlite_utils.Database) -> int:
@@ -294,6 +295,7 @@ class Writer:
         self._batch, self._delay = batch, delay
         self._sql: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self.failures: list[str] = []  # what could not be written, also told on its flow
+        self._whole, self._opened = False, 0.0  # inside `whole()`, and when its transaction began
 
     def put(self, row: Row) -> None:
         if not self._ops:
@@ -319,6 +321,51 @@ class Writer:
         self._ops, self._position = [], None
         if ops or position is not None:
             self._commit(ops, position)
+        if not self._whole and self.db.conn.in_transaction:  # wholes that ended before
+            self._end_whole()
+
+    @contextlib.contextmanager
+    def whole(self) -> Iterator[None]:
+        """What is put inside is committed in one transaction, or not at all: an imported flow
+        with its events, a whole reprocess. Batches flushed meanwhile go into the open
+        transaction (SQLite keeps them on disk, not in memory). Wholes in a row share it until
+        one ends `delay` after it began, as batches do; the write lock is held throughout, so
+        other writers wait for it (up to `BUSY_TIMEOUT`)."""
+        conn = self.db.conn
+        if self._whole:  # inside a larger one
+            yield
+            return
+        if not conn.in_transaction:
+            self.flush()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                _raise_if_full(exc, self.path)
+                raise StoreError(f"cannot write into {self.path}: {exc}") from exc
+            self._opened = time.monotonic()
+        self._whole = True
+        try:
+            yield
+            self.flush()
+        except BaseException as exc:
+            self._ops, self._position = [], None
+            if conn.in_transaction:
+                conn.rollback()
+            if isinstance(exc, sqlite3.Error):
+                _raise_if_full(exc, self.path)
+                raise StoreError(f"cannot write into {self.path}: {exc}") from exc
+            raise
+        finally:
+            self._whole = False
+        if time.monotonic() - self._opened >= self._delay:
+            self._end_whole()
+
+    def _end_whole(self) -> None:
+        try:
+            self.db.conn.commit()
+        except sqlite3.Error as exc:
+            _raise_if_full(exc, self.path)
+            raise StoreError(f"cannot write into {self.path}: {exc}") from exc
 
     def index(self) -> None:
         """Commit, then bring the full-text index up to date (the recorder is idle)."""
@@ -508,13 +555,15 @@ def call_from_row(row: dict[str, Any]) -> Call:
 
 def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
     """What shape inference reads, streamed: request bodies, final messages, raw events (in
-    order within each flow)."""
+    order within each flow, with the flow's kind); messages in order of their turn."""
     for row in db.query("SELECT kind, request_body, started_at FROM flows "
                         "WHERE request_body IS NOT NULL"):  # fmt: skip
         yield "request", row
-    for row in db.query("SELECT json, first_seen_at FROM messages"):
+    for row in db.query("SELECT json, first_seen_at, turn_id FROM messages ORDER BY turn_id"):
         yield "message", row
-    for row in db.query("SELECT flow_id, at, event, data FROM events ORDER BY flow_id, seq"):
+    for row in db.query("SELECT e.flow_id, e.at, e.event, e.data, f.kind AS flow_kind "
+                        "FROM events e LEFT JOIN flows f ON f.id = e.flow_id "
+                        "ORDER BY e.flow_id, e.seq"):  # fmt: skip
         yield "event", row
 
 
@@ -554,7 +603,7 @@ DERIVED = (
 
 def clear_derived(db: sqlite_utils.Database) -> None:
     """Before `convtap reprocess`: drop what the decoder derived, keep flows and raw events."""
-    with db.conn:
+    with _write_lock(db.conn):
         for table in DERIVED:
             db.execute(f'DELETE FROM "{table}"')
         db.execute("DELETE FROM [messages_fts_pending]")

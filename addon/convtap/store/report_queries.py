@@ -1,6 +1,6 @@
 """What `convtap report` reads from a capture, as rows: the summary's counts, the lists (tools,
-decode errors, failures), and every conversation's timeline. The report's SQL, kept in the
-record layer so that the report package speaks none.
+decode errors, failures), every conversation's timeline, and what the charts draw. The report's
+SQL, kept in the store layer so that the report package speaks none.
 
 Streamed like the page: each query runs when its function is called and its rows are read as
 they are consumed. The timeline is one query per kind of row, all in page order, merged; a
@@ -255,6 +255,58 @@ STEP_FLOW = """SELECT 0 AS turn, id, kind, NULL AS model, client, started_at, en
     NULL AS done, NULL AS stream_complete, NULL AS truncated, NULL AS event_count, NULL AS legs,
     NULL AS ws_topic, NULL AS encoding, 0 AS errors, path, status, outcome, failure
 FROM flows WHERE id = ?"""
+
+
+# -- the charts ------------------------------------------------------------------------------
+
+
+def request_count(capture: sqlite_utils.Database) -> int:
+    """How many requests `request_times` yields."""
+    return int(capture.execute(f"SELECT count(*) FROM ({REQUEST_TIMES})").fetchone()[0])
+
+
+def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+    """Each f/conversation turn and Responses API request in the order it started: its id,
+    protocol, started_at, ended_at, first_at (its first event's arrival, None without one), and
+    for the Responses API what carries its usage: the JSON answer's `usage` (`usage`) or the
+    last raw event naming a usage (`usage_event`, SSE text)."""
+    return capture.query(f"{REQUEST_TIMES} ORDER BY started_at, id")
+
+
+def activity_span(capture: sqlite_utils.Database) -> tuple[float | None, float | None]:
+    """The first and the last time a call was made or a finding was found in."""
+    low, high = capture.execute(f"SELECT min(at), max(at) FROM ({ACTIVITY})").fetchone()
+    return low, high
+
+
+def activity(
+    capture: sqlite_utils.Database, start: float, width: float, buckets: int
+) -> Iterator[tuple[int, int, int]]:
+    """(bucket, calls, findings) for each bucket of `width` seconds from `start` that has any;
+    the last bucket takes whatever lies past the others."""
+    sql = f"""SELECT min(CAST((at - :start) / :width AS INTEGER), :last) AS bucket,
+        sum(what = 'call'), sum(what = 'finding') FROM ({ACTIVITY}) GROUP BY bucket ORDER BY 1"""
+    params = {"start": start, "width": width, "last": buckets - 1}
+    return ((int(b), int(c), int(f)) for b, c, f in capture.execute(sql, params))
+
+
+FIRST_EVENT = "(SELECT min(e.at) FROM events e WHERE e.flow_id = {})"
+
+REQUEST_TIMES = f"""SELECT t.id, 'f/conversation' AS protocol, t.started_at, t.ended_at,
+    {FIRST_EVENT.format("t.id")} AS first_at, NULL AS usage, NULL AS usage_event
+FROM turns t
+UNION ALL
+SELECT f.id, 'responses', f.started_at, f.ended_at, {FIRST_EVENT.format("f.id")},
+    CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
+         THEN json_extract(f.response_body, '$.usage') END,
+    (SELECT e.data FROM events e WHERE e.flow_id = f.id AND e.event = 'sse'
+     AND e.data LIKE '%"usage"%' ORDER BY e.seq DESC LIMIT 1)
+FROM flows f WHERE f.kind = 'responses'"""
+
+# A finding happened when the request it was found in started (an audit rewrites created_at).
+ACTIVITY = """SELECT called_at AS at, 'call' AS what FROM tool_calls WHERE called_at IS NOT NULL
+UNION ALL SELECT coalesce((SELECT started_at FROM flows WHERE id = fd.flow_id), fd.created_at),
+    'finding' FROM findings fd"""
 
 
 # -- the live page ---------------------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""The shapes of a capture: a database, anything `convtap import` reads, or a shapes file.
+
+Contexts, the denominators of "always" and "never" for a whole kind: a request is its own
+context (family `requests`); a message's is its turn (family `turns`); an event's, delta op's
+or WebSocket payload's is its flow, of the family of the flow's kind (`conversation` with its
+resume legs, `responses` with its sockets, `websocket`), counted when it carried at least one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from convtap.diff.baseline import is_shapes_file, read_shapes
+from convtap.diff.shapes import Shapes, add, is_user_data, message_kind, pointer_pattern
+from convtap.ingest.capture import as_database
+from convtap.store.database import iter_shape_rows, open_readonly
+from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.sse import SSEParser
+
+# A resume leg goes on with its turn's events; a Responses socket carries the same events as
+# a POST (one socket, one context).
+FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
+
+
+def capture_shapes(path: Path) -> Shapes:
+    """The shapes of a shapes file, of a capture database, or of anything `convtap import`
+    reads (imported into a temporary database first). Rows are streamed, never loaded whole."""
+    if is_shapes_file(path):
+        return read_shapes(path)
+    with as_database(path) as db:
+        return database_shapes(db)
+
+
+def database_shapes(path: Path) -> Shapes:
+    db = open_readonly(path)
+    shapes = Shapes()
+    flow: str | None = None
+    turn: Any = None
+    state = _FlowState(shapes, "", "")
+    try:
+        for source, row in iter_shape_rows(db):
+            if source == "request":
+                shapes.contexts["requests"] += 1
+                body = loads_or_none(row["request_body"])
+                add(shapes, f"request:{row['kind']}", body, "requests")
+            elif source == "message":
+                message = loads_or_none(row["json"])
+                if not isinstance(message, dict):
+                    continue
+                context = str(row["turn_id"])
+                if row["turn_id"] is None or context != turn:
+                    shapes.contexts["turns"] += 1
+                turn = context
+                add(shapes, message_kind(message), message, "turns", context)
+            else:
+                if row["flow_id"] != flow:
+                    flow = row["flow_id"]
+                    family = str(row["flow_kind"] or "?")
+                    state = _FlowState(shapes, str(flow), FAMILIES.get(family, family))
+                state.feed(row["event"], row["data"])
+    finally:
+        db.conn.close()
+    return shapes
+
+
+class _FlowState:
+    """One flow's raw events: SSE framing and the sticky delta record (rule 2), or WS frames."""
+
+    def __init__(self, shapes: Shapes, flow: str, family: str) -> None:
+        self.shapes, self.flow, self.family = shapes, flow, family
+        self.counted = False
+        self.parser = SSEParser()
+        self.record = ("", "add")  # p, o
+
+    def add(self, kind: str, obj: Any) -> None:
+        if not self.counted:
+            self.shapes.contexts[self.family] += 1
+            self.counted = True
+        add(self.shapes, kind, obj, self.family, self.flow)
+
+    def feed(self, source: str, data: str) -> None:
+        if source.startswith("ws:"):
+            frame = loads_or_none(data)
+            if isinstance(frame, dict):  # the Responses API's WebSocket mode: one event a frame
+                kind = frame.get("type")
+                kind = kind if isinstance(kind, str) else "(untyped)"
+                self.add(f"event:{kind}" if source == "ws:server" else f"ws:{kind}", frame)
+            for item in frame if isinstance(frame, list) else []:
+                if isinstance(item, dict):
+                    self._ws_item(item)
+            return
+        for event in self.parser.feed(data.encode()):
+            if event.data == "[DONE]":
+                continue
+            obj = loads_or_none(event.data)
+            if event.event == "delta" and isinstance(obj, dict):
+                self._delta(obj)
+            elif event.event != "delta_encoding" and isinstance(obj, dict):
+                kind = obj.get("type")
+                self.add(f"event:{kind}" if isinstance(kind, str) else "event:(untyped)", obj)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        p, o = delta.get("p", self.record[0]), delta.get("o", self.record[1])
+        if not isinstance(p, str) or not isinstance(o, str):
+            return
+        self.record = (p, o)
+        value = delta.get("v")
+        ops = [(p, o, value)]
+        if o == "patch" and isinstance(value, list):
+            ops += [
+                (p + str(s.get("p", "")), str(s.get("o")), s.get("v"))
+                for s in value
+                if isinstance(s, dict)
+            ]
+        for path, op, v in ops:
+            kind = f"delta:{op}"
+            if not self.counted:
+                self.shapes.contexts[self.family] += 1
+                self.counted = True
+            shape = self.shapes.kind(kind, self.family)
+            shape.add(kind, {}, self.flow)
+            pattern = pointer_pattern(path)
+            shape.add_value(pattern, v, is_user_data(kind, pattern))
+
+    def _ws_item(self, item: dict[str, Any]) -> None:
+        payload = item.get("payload")
+        if not isinstance(payload, dict):
+            kind = "reply" if "reply" in item else str(item.get("type"))
+            self.add(f"ws:{kind}", item)
+            return
+        inner = payload.get("payload")
+        kind = str(payload.get("type"))
+        if isinstance(inner, dict) and isinstance(inner.get("type"), str):
+            kind += f":{inner['type']}"
+        self.add(f"ws:{kind}", payload)

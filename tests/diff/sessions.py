@@ -1,0 +1,275 @@
+"""Sessions of both protocols that differ in content only (other prompts, tools, arguments,
+titles, instructions), written as HAR files for `convtap diff` and `convtap shapes`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+OLDER = ROOT / "captures" / "examples" / "diff" / "older.har"
+RESPONSES = "https://api.openai.com/v1/responses"
+
+
+def entry(url: str, request: Any, sse: str, at: str) -> dict[str, Any]:
+    text = json.dumps(request, ensure_ascii=False)
+    return {
+        "startedDateTime": at,
+        "time": 10,
+        "request": {
+            "method": "POST",
+            "url": url,
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "application/json"}],
+            "cookies": [],
+            "queryString": [],
+            "headersSize": -1,
+            "bodySize": len(text),
+            "postData": {"mimeType": "application/json", "text": text},
+        },
+        "response": {
+            "status": 200,
+            "statusText": "OK",
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "text/event-stream"}],
+            "cookies": [],
+            "redirectURL": "",
+            "headersSize": -1,
+            "bodySize": len(sse),
+            "content": {"size": len(sse), "mimeType": "text/event-stream", "text": sse},
+        },
+        "cache": {},
+        "timings": {"send": 1, "wait": 8, "receive": 1},
+    }
+
+
+def har(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": entries}}
+
+
+def sse(events: list[dict[str, Any]]) -> str:
+    return "".join(
+        f"event: {e['type']}\ndata: {json.dumps(e, ensure_ascii=False)}\n\n" for e in events
+    )
+
+
+def responses_session(content: dict[str, Any], drop_tools: bool = False) -> dict[str, Any]:
+    """Two Responses turns: a function call, then its output and an answer. `content` holds
+    everything a user or a model chooses: prompt, instructions, tool, arguments, output,
+    answer, title, metadata."""
+    tool = {
+        "type": "function",
+        "name": content["tool"],
+        "description": content["about"],
+        "parameters": content["schema"],
+        "strict": False,
+    }
+    call = {
+        "type": "function_call",
+        "id": "fc_68a1b2c3d4",
+        "call_id": "call_Qx7RkP2m9z",
+        "name": content["tool"],
+        "arguments": content["arguments"],
+        "status": "completed",
+    }
+    prompt = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": content["prompt"]}],
+    }
+    first = {
+        "model": "gpt-5",
+        "instructions": content["instructions"],
+        "input": [prompt],
+        "tools": [tool],
+        "stream": True,
+        "metadata": content["metadata"],
+    }
+    output = {
+        "type": "function_call_output",
+        "call_id": call["call_id"],
+        "output": content["output"],
+    }
+    second = {**first, "input": [prompt, call, output]}
+    answer = {
+        "type": "message",
+        "id": "msg_68a1b2c3d4",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": content["answer"], "annotations": []}],
+    }
+
+    def response(n: int, status: str, out: list[Any]) -> dict[str, Any]:
+        body = {
+            "id": f"resp_68a1c0ffe{n}",
+            "object": "response",
+            "status": status,
+            "instructions": content["instructions"],
+            "metadata": content["metadata"],
+            "tools": [tool],
+            "output": out,
+        }
+        if drop_tools:
+            del body["tools"]
+        return body
+
+    def turn(n: int, item: dict[str, Any], middle: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        started = {**item, "status": "in_progress"}
+        return [
+            {"type": "response.created", "response": response(n, "in_progress", [])},
+            {"type": "response.in_progress", "response": response(n, "in_progress", [])},
+            {"type": "response.output_item.added", "output_index": 0, "item": started},
+            *middle,
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": response(n, "completed", [item])},
+        ]
+
+    half = len(content["arguments"]) // 2
+    calling = [
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": call["id"],
+            "output_index": 0,
+            "delta": part,
+        }
+        for part in (content["arguments"][:half], content["arguments"][half:])
+    ]
+    calling.append(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": call["id"],
+            "output_index": 0,
+            "arguments": content["arguments"],
+        }
+    )
+    part = {"type": "output_text", "text": content["answer"], "annotations": []}
+    answering = [
+        {
+            "type": "response.content_part.added",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "part": {**part, "text": ""},
+        },
+        {
+            "type": "response.output_text.delta",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "delta": content["answer"],
+        },
+        {
+            "type": "response.output_text.done",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "text": content["answer"],
+        },
+        {
+            "type": "response.content_part.done",
+            "item_id": answer["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "part": part,
+        },
+    ]
+    return har(
+        [
+            entry(RESPONSES, first, sse(turn(1, call, calling)), "2026-08-27T19:51:00.000Z"),
+            entry(RESPONSES, second, sse(turn(2, answer, answering)), "2026-08-27T19:51:30.000Z"),
+        ]
+    )
+
+
+WEATHER = {
+    "prompt": "What's the weather in São Paulo today?",
+    "instructions": "You are a helpful assistant that reports weather updates.",
+    "tool": "get_weather",
+    "about": "Current weather for a city",
+    "schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "arguments": json.dumps({"city": "São Paulo"}),
+    "output": json.dumps({"temperature": 21, "sky": "cloudy"}),
+    "answer": "It is 21 °C and cloudy in São Paulo.",
+    "metadata": {"session": "weather"},
+}
+CALENDAR = {
+    "prompt": "Book lunch with Ana on Friday at noon, please",
+    "instructions": "Plan the user's week with the calendar tools. Be brief.",
+    "tool": "create_event",
+    "about": "Creates a calendar event",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "when": {"type": "string", "format": "date-time"},
+            "guests": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "arguments": json.dumps(
+        {"title": "Lunch with Ana", "when": "2026-08-28T12:00", "guests": ["ana@example.com"]}
+    ),
+    "output": "created event evt_42 (calendar tools)",
+    "answer": "Done: lunch with Ana is on your calendar for Friday at noon.",
+    "metadata": {"team": "calendar", "ticket": "PLAN-7"},
+}
+
+
+def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
+    """older.har with other content: another prompt, other text streamed, other arguments and
+    another return body, other tool descriptions, and a title; the protocol unchanged."""
+    log = json.loads(OLDER.read_text())
+    swap = {
+        "use o alefita way": "Famous People List Request, with dates",
+        "segundo eco do caminho": "a much longer echo, with punctuation: done!",
+    }
+    for e in log["log"]["entries"]:
+        request = json.loads(e["request"]["postData"]["text"])
+        for signature in request.get("local_function_signatures", []):
+            signature["description"] = "Calls another tool, described otherwise."
+        if drop_signatures:
+            request.pop("local_function_signatures", None)
+        text = json.dumps(request, ensure_ascii=False)
+        body = (
+            e["response"]["content"]["text"]
+            .replace(
+                '"o": "append", "v": "Vou cha"', '"o": "append", "v": "Let me look that up for you"'
+            )
+            .replace('"v": "Execute"', '"v": "Here are the results"')
+        )
+        body = body.replace('{\\"mes', '{\\"query\\": \\"people\\", \\"mes')
+        body += sse(
+            [
+                {
+                    "type": "title_generation",
+                    "title": "Famous People List Request",
+                    "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10",
+                }
+            ]
+        )
+        for old, new in swap.items():
+            text, body = text.replace(old, new), body.replace(old, new)
+        e["request"]["postData"]["text"] = text
+        e["response"]["content"]["text"] = body
+    return log
+
+
+def older_with_title() -> dict[str, Any]:
+    """older.har as it is, but with a title (as conversation_session has one)."""
+    log = json.loads(OLDER.read_text())
+    for e in log["log"]["entries"]:
+        e["response"]["content"]["text"] += sse(
+            [
+                {
+                    "type": "title_generation",
+                    "title": "Um",
+                    "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10",
+                }
+            ]
+        )
+    return log

@@ -1,0 +1,174 @@
+"""convtap's Datasette plugin in a real Datasette (its own virtualenv, `.venv-datasette`, which
+`make test` builds): the canned queries and the table descriptions on every capture served,
+whatever its file's name, none on another SQLite file; the queries right for both protocols."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convtap.store.canned import QUERIES, TABLES
+
+from tests.report.test_report import build_capture, rows
+from tests.runner import convtap
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTED = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+def datasette_binary() -> Path:
+    found = Path(os.environ.get("CONVTAP_DATASETTE", ROOT / ".venv-datasette/bin/datasette"))
+    if not found.exists():
+        pytest.skip("Datasette's virtualenv is missing: `make test` creates .venv-datasette")
+    return found
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    """A Datasette on 127.0.0.1 serving the demo as `sdk.db`, the example session as
+    `session.db` and a SQLite file of another application as `other.db`."""
+    folder = tmp_path_factory.mktemp("datasette")
+    sdk = folder / "sdk.db"
+    assert convtap("demo", "--db", str(sdk)).returncode == 0
+    session = folder / "session.db"
+    shutil.move(build_capture(tmp_path_factory.mktemp("session"), "hello"), session)
+    other = folder / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE tool_calls (call_id TEXT)")
+    process = subprocess.Popen(
+        [datasette_binary(), "serve", "-h", "127.0.0.1", "-p", "0", sdk, session, other],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield f"http://127.0.0.1:{_port(process)}", sdk, session
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def _port(process: subprocess.Popen[bytes]) -> int:
+    assert process.stderr is not None
+    said = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        said += line
+        if found := STARTED.search(line):
+            return int(found.group(1))
+    raise AssertionError(f"datasette did not start: {said.decode(errors='replace')}")
+
+
+def get(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def query(base: str, db: str, name: str) -> list[dict[str, Any]]:
+    answer = get(base, f"/{db}/{name}.json?_shape=objects&_size=max")
+    assert answer["ok"], answer
+    return list(answer["rows"])
+
+
+def test_the_plugin_is_loaded(served: tuple[str, Path, Path]) -> None:
+    plugins = get(served[0], "/-/plugins.json")
+    assert [p["hooks"] for p in plugins if p["name"] == "convtap"] == [
+        ["canned_queries", "get_metadata"]
+    ]
+
+
+@pytest.mark.parametrize("db", ["sdk", "session"])
+def test_every_capture_has_the_queries_and_the_tables_described(
+    served: tuple[str, Path, Path], db: str
+) -> None:
+    listed = get(served[0], f"/{db}.json")["queries"]
+    assert [q["name"] for q in listed] == list(QUERIES)
+    described = get(served[0], "/-/metadata.json")["databases"][db]["tables"]
+    assert {name: t["description"] for name, t in described.items()} == TABLES
+
+
+def test_another_sqlite_file_has_none(served: tuple[str, Path, Path]) -> None:
+    assert get(served[0], "/other.json")["queries"] == []
+    assert "other" not in get(served[0], "/-/metadata.json").get("databases", {})
+
+
+@pytest.mark.parametrize("db", ["sdk", "session"])
+def test_open_calls_of_both_protocols(served: tuple[str, Path, Path], db: str) -> None:
+    path = served[1] if db == "sdk" else served[2]
+    answered = {
+        r for (r,) in rows(path, "SELECT call_id FROM tool_returns WHERE call_id IS NOT NULL")
+    }
+    expected = sorted(
+        (call_id, protocol) for call_id, protocol, kind in
+        rows(path, "SELECT call_id, protocol, kind FROM tool_calls")
+        if kind in ("local", "client") and call_id not in answered
+    )  # fmt: skip
+    found = sorted((r["call_id"], r["protocol"]) for r in query(served[0], db, "open_calls"))
+    assert found == expected
+    assert "responses" in {protocol for _, protocol in found}  # each leaves get_weather open
+
+
+@pytest.mark.parametrize("db", ["sdk", "session"])
+def test_returns_per_client_names_the_client_of_both_protocols(
+    served: tuple[str, Path, Path], db: str
+) -> None:
+    path = served[1] if db == "sdk" else served[2]
+    clients = dict(rows(path, "SELECT id, client FROM flows"))
+    expected = Counter(
+        (clients[flow_id] or "(unknown)", protocol)  # the example session's HAR has no agent
+        for flow_id, protocol in rows(path, "SELECT flow_id, protocol FROM tool_returns")
+    )
+    found = {(r["client"], r["protocol"]): r["returns"]
+             for r in query(served[0], db, "returns_per_client")}  # fmt: skip
+    assert found == dict(expected)
+    assert {protocol for _, protocol in found} == {"f-conversation", "responses"}
+    if db == "sdk":  # the demo's reference client sends its user agent with every request
+        assert {client.split("/")[0] for client, _ in found} == {"convtap-refclient"}
+
+
+def test_findings_by_rule_and_the_message_search(served: tuple[str, Path, Path]) -> None:
+    base, sdk, _ = served
+    expected = Counter(rule for (rule,) in rows(sdk, "SELECT rule FROM findings"))
+    assert {r["rule"]: r["findings"] for r in query(base, "sdk", "findings_by_rule")} == expected
+    found = get(base, "/session/search_messages.json?_shape=objects&q=hello")["rows"]
+    assert found and all("[hello]" in r["match"] for r in found)
+
+
+def test_the_metadata_for_a_datasette_without_the_plugin() -> None:
+    ran = convtap("datasette-metadata", "--name", "demo")
+    assert ran.returncode == 0, ran.stderr
+    database = json.loads(ran.stdout)["databases"]["demo"]
+    assert {name: q["sql"] for name, q in database["queries"].items()} == {
+        name: q["sql"] for name, q in QUERIES.items()
+    }
+    assert set(database["tables"]) == set(TABLES)
+
+
+def test_what_is_a_capture(tmp_path: Path) -> None:
+    from convtap.store.canned import is_capture_file
+    from convtap.store.database import connect
+
+    connect(tmp_path / "new.db").close()
+    (tmp_path / "text.db").write_text("not SQLite")
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        conn.execute("CREATE TABLE flows (id TEXT)")
+    before = (tmp_path / "other.db").read_bytes()
+    assert is_capture_file(tmp_path / "new.db")
+    assert not is_capture_file(tmp_path / "other.db")
+    assert not is_capture_file(tmp_path / "text.db")
+    assert not is_capture_file(tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()
+    assert (tmp_path / "other.db").read_bytes() == before
