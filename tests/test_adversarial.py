@@ -428,3 +428,39 @@ def test_a_frame_time_that_is_no_number_is_one_line_and_a_huge_status_is_told(
     with sqlite3.connect(db) as conn:
         failures = [f for (f,) in conn.execute("SELECT failure FROM flows") if f]
     assert failures and "OverflowError" in failures[0]
+
+
+# -- bounded by design ----------------------------------------------------------------------------
+
+
+def test_a_schema_asking_for_millions_gets_capped_arguments_and_others_their_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Tools whose schemas ask for 200,000 items or a 2,000,000-character string: the mock makes
+    arguments within its caps (docs/commands.md), says so, and a second client is answered."""
+    from convtap.mock.arguments import MAX_SIZE
+    from convtap.mock.refclient import RefClient
+    from convtap.mock.server import MockServer
+
+    def tool(name: str, kind: dict[str, object]) -> dict[str, object]:
+        return {"name": name, "description": name, "type": "kwargs",
+                "params": [{"name": "x", "required": True, "type": kind}]}  # fmt: skip
+
+    declared = [
+        tool("many", {"type": "array", "minItems": 200_000, "items": {"type": "string"}}),
+        tool("long", {"type": "string", "minLength": 2_000_000}),
+    ]
+    made: list[object] = []
+    with MockServer("declared", seed=3) as server:
+        greedy = threading.Thread(
+            target=lambda: made.extend(RefClient(server.url, timeout=60).run_declared(declared))
+        )
+        greedy.start()
+        other = RefClient(server.url, timeout=30).run()
+        greedy.join(120)
+    assert other.accepted and "Pronto" in other.continuation_text  # answered whole
+    assert [call.tool for call in made] == ["many", "long"]  # type: ignore[attr-defined]
+    for call in made:
+        assert len(call.arguments_text) <= MAX_SIZE + 64  # type: ignore[attr-defined]
+    capped = [r.getMessage() for r in caplog.records if "capped" in r.getMessage()]
+    assert len(capped) == 2 and "many" in capped[0] and "long" in capped[1], capped
