@@ -4,6 +4,7 @@ concurrent convtap processes lose nothing."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import json
@@ -464,3 +465,51 @@ def test_a_schema_asking_for_millions_gets_capped_arguments_and_others_their_ans
         assert len(call.arguments_text) <= MAX_SIZE + 64  # type: ignore[attr-defined]
     capped = [r.getMessage() for r in caplog.records if "capped" in r.getMessage()]
     assert len(capped) == 2 and "many" in capped[0] and "long" in capped[1], capped
+
+
+NOT_UTF8 = (
+    b'event: delta_encoding\ndata: "v1"\n\n'
+    b'event: delta\ndata: {"p": "", "o": "add", "v": {"message": {"id": "m1", "author": {"role":'
+    b' "assistant"}, "content": {"content_type": "text", "parts": ["caf\xe9 \xff\xfe"]}}, '
+    b'"conversation_id": "c-bytes"}}\n\n'
+    b": a comment \x80\x81\n\n"
+    b'event: delta\ndata: {"v": " and \xc3\x28 on"}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def stored_bytes(db: Path) -> bytes:
+    from convtap.store.database import event_bytes
+
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM events ORDER BY flow_id, seq").fetchall()
+    return b"".join(event_bytes(dict(row)) for row in rows)
+
+
+def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path: Path) -> None:
+    """Recorded live through mitmdump and imported from a raw `.sse`: the raw events read back
+    from the database are the bytes sent; `reprocess` keeps them; `export` gives them back."""
+    from tests.harness import mitmdump
+
+    with burst_upstream([NOT_UTF8]) as upstream, mitmdump(
+        tmp_path, f"reverse:http://127.0.0.1:{upstream}"
+    ) as proxy:  # fmt: skip
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+        conn.request("POST", "/backend-api/f/conversation", body=json.dumps({"n": 0}),
+                     headers={"content-type": "application/json"})  # fmt: skip
+        assert conn.getresponse().read() == NOT_UTF8
+        proxy.stop()
+    assert stored_bytes(proxy.db) == NOT_UTF8
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(NOT_UTF8)
+    imported = tmp_path / "imported.db"
+    assert convtap("import", str(raw), "--db", str(imported)).returncode == 0
+    assert stored_bytes(imported) == NOT_UTF8
+    assert convtap("reprocess", "--db", str(imported)).returncode == 0
+    assert stored_bytes(imported) == NOT_UTF8
+    har = tmp_path / "out.har"
+    assert convtap("export", "--db", str(imported), "--output", str(har)).returncode == 0
+    content = json.loads(har.read_text())["log"]["entries"][0]["response"]["content"]
+    assert content["encoding"] == "base64"
+    assert base64.b64decode(content["text"]) == NOT_UTF8
