@@ -513,3 +513,22 @@ def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path
     content = json.loads(har.read_text())["log"]["entries"][0]["response"]["content"]
     assert content["encoding"] == "base64"
     assert base64.b64decode(content["text"]) == NOT_UTF8
+
+
+def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_path: Path) -> None:
+    """A raw `.sse` was one `events` row for the whole body (`diff` on a large one took 48 s and
+    800 MB); it is fed in pieces as a live stream arrives, and stored a piece's events a row."""
+    from convtap.ingest.raw_sse import PIECE
+
+    frames = b"".join(b'event: delta\ndata: {"v": " word %d"}\n\n' % n for n in range(20_000))
+    body = NOT_UTF8.replace(b"data: [DONE]\n\n", b"")
+    raw = tmp_path / "long.sse"
+    raw.write_bytes(body + frames + b"data: [DONE]\n\n")
+    db = tmp_path / "long.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        sizes = [n for (n,) in conn.execute("SELECT length(CAST(data AS BLOB)) FROM events")]
+        (events,) = conn.execute("SELECT sum(count) FROM events").fetchone()
+    assert len(sizes) >= len(raw.read_bytes()) // PIECE and max(sizes) <= 2 * PIECE, sizes[:5]
+    assert events >= 20_000
+    assert stored_bytes(db) == raw.read_bytes()
