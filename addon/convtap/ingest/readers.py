@@ -66,7 +66,8 @@ def file_flows(path: Path, spool: BinaryIO) -> Iterator[FileFlow]:
                 for part in leg.digest_parts():
                     digest.update(part)
                 flow_id = "import-" + digest.hexdigest()[:32]
-                yield FileFlow(flow_id, leg.at, 0, partial(leg.events, flow_id))
+                size = path.stat().st_size  # the file given: its legs count as done with it
+                yield FileFlow(flow_id, leg.at, size, partial(leg.events, flow_id))
         except NoEvents as exc:
             raise CaptureError(str(exc)) from None
         return
