@@ -351,12 +351,16 @@ def test_bad_usage_is_one_line(args: list[str], said: str) -> None:
     [
         ({"x": 1}, "not a HAR file (no 'log' in it)"),
         ({"log": {"entries": [{"request": {}}]}}, "entry 0 is not a HAR entry (no '"),
+        ({"log": {"pages": []}}, "not a HAR file (no 'entries' in it)"),
+        ({"log": {"entries": {"0": {}}}}, "not a HAR file (log.entries is not a list)"),
+        ({"log": {"entries": [1]}}, "not a HAR file (an entry of log.entries is not an object)"),
+        ('{"log": {"entries": [{"request": ', "not a HAR file (parse error: premature EOF)"),
     ],
 )
 def test_a_har_missing_a_field_names_it(tmp_path: Path, har: object, said: str) -> None:
     """A missing field was said as Python's KeyError: `('startedDateTime')`."""
     path = tmp_path / "odd.har"
-    path.write_text(json.dumps(har))
+    path.write_text(har if isinstance(har, str) else json.dumps(har))
     ran = convtap("import", str(path), "--db", str(tmp_path / "c.db"))
     one_line_error(ran)
     assert f"{path}: {said}" in ran.stderr

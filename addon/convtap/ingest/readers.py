@@ -152,7 +152,7 @@ def _har_entries(path: Path) -> Iterator[tuple[dict[str, Any], int]]:
                 found = True
                 yield _with_floats(entry), handle.tell()
     except (ijson.JSONError, ValueError) as exc:
-        raise CaptureError(f"{path}: not a HAR file ({_why(exc)[:200]})") from exc
+        raise CaptureError(f"{path}: not a HAR file ({_line(_why(exc))})") from exc
     if not found:
         _check_har(path)
 
@@ -171,6 +171,11 @@ def _with_floats(entry: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _line(text: str) -> str:
+    """The first line of what a parser said (yajl adds the text and a caret below it)."""
+    return text.strip().partition("\n")[0][:200]
+
+
 def _check_har(path: Path) -> None:
     """A HAR in which no entry was found: say why, unless `log.entries` is an empty list."""
     log = False
@@ -183,7 +188,7 @@ def _check_har(path: Path) -> None:
                         return
                     raise CaptureError(f"{path}: not a HAR file (log.entries is not a list)")
         except ijson.JSONError as exc:
-            raise CaptureError(f"{path}: not a HAR file ({str(exc)[:200]})") from exc
+            raise CaptureError(f"{path}: not a HAR file ({_line(str(exc))})") from exc
     raise CaptureError(f"{path}: not a HAR file (no {'entries' if log else 'log'!r} in it)")
 
 
