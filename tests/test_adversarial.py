@@ -522,7 +522,7 @@ def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path
 def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_path: Path) -> None:
     """A raw `.sse` was one `events` row for the whole body (`diff` on a large one took 48 s and
     800 MB); it is fed in pieces as a live stream arrives, and stored a piece's events a row."""
-    from convtap.ingest.raw_sse import PIECE
+    from convtap.record.flows import PIECE
 
     frames = b"".join(b'event: delta\ndata: {"v": " word %d"}\n\n' % n for n in range(20_000))
     body = NOT_UTF8.replace(b"data: [DONE]\n\n", b"")

@@ -1,5 +1,5 @@
 """A raw `.sse` body (and its sidecars) imported as a live stream is recorded: read in pieces
-of `PIECE` bytes and fed one piece at a time, so that its raw events are stored a piece's events a
+of `PIECE` bytes (`convtap.record.flows`) and fed one piece at a time, so that its raw events are stored a piece's events a
 row, as a live stream's are stored a network chunk's a row, and no body is ever whole in memory.
 
 `X.sse` may come with `X.request.json` (the f/conversation request body) and `X.resume.sse`,
@@ -22,10 +22,10 @@ from convtap.journal.events import (
     ResponseEnded,
     ResponseStarted,
 )
+from convtap.record.flows import PIECE
 from convtap.wire.sse import SSEParser
 from convtap.wire.turn import TurnDecoder
 
-PIECE = 16 * 1024  # bytes fed at a time: about what mitmproxy hands the tap of a live stream
 SSE_URL = "https://chatgpt.com/backend-api/f/conversation"
 RESUME_URL = "https://chatgpt.com/backend-api/f/conversation/resume"
 SSE_HEADERS = (("content-type", "text/event-stream"),)

@@ -120,8 +120,12 @@ def _events_at(path: Path, offset: int) -> Iterator[RecorderEvent]:
     """The events of the flow that starts at `offset` of a flow file (read again)."""
     with path.open("rb") as handle:
         handle.seek(offset)
-        flow = next(iter(io.FlowReader(handle).stream()))
-    assert isinstance(flow, http.HTTPFlow)
+        try:
+            flow = next(iter(io.FlowReader(handle).stream()), None)
+        except (FlowReadException, ValueError, KeyError):
+            flow = None
+    if not isinstance(flow, http.HTTPFlow):
+        raise CaptureError(f"{path}: it changed while it was imported")
     if path.suffix != ".mitm":
         flow.id = content_id(flow)
     yield from flow_events(flow)
