@@ -1,6 +1,7 @@
 """A raw `.sse` body (and its sidecars) imported as a live stream is recorded: read in pieces
-of `PIECE` bytes (`convtap.record.flows`) and fed one piece at a time, so that its raw events are stored a piece's events a
-row, as a live stream's are stored a network chunk's a row, and no body is ever whole in memory.
+of `PIECE` bytes (`convtap.record.flows`) and fed one piece at a time, so that its raw events are
+stored a piece's events a row, as a live stream's are stored a network chunk's a row, and no body
+is ever whole in memory.
 
 `X.sse` may come with `X.request.json` (the f/conversation request body) and `X.resume.sse`,
 `X.resume2.sse`, ... (its resume legs, which name the conversation the first leg streamed). Each
