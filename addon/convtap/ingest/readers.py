@@ -13,6 +13,7 @@ memory while it is read (those formats hold a body as one value).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -43,6 +44,30 @@ DATABASES = (".db", ".sqlite", ".sqlite3")
 
 class CaptureError(Exception):
     """An input file that cannot be read."""
+
+
+class CycleBound:
+    """mitmproxy's readers leave every flow they read in a reference cycle (its type checks keep
+    a caught exception, whose traceback holds the values checked), which only a full garbage
+    collection frees: bodies would pile up by the dozen. A full collection runs whenever flows
+    holding `limit` bytes have been read since the last."""
+
+    def __init__(self, limit: int = 4 << 20) -> None:
+        self.limit = limit
+        self.read = 0
+
+    def add(self, flow: http.HTTPFlow) -> None:
+        response = flow.response
+        self.read += len(flow.request.raw_content or b"")
+        self.read += len(response.raw_content or b"") if response is not None else 0
+        if flow.websocket is not None:
+            self.read += sum(len(message.content) for message in flow.websocket.messages)
+        if self.read >= self.limit:
+            gc.collect()
+            self.read = 0
+
+
+_cycles = CycleBound()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +133,7 @@ def _flow_file(path: Path) -> Iterator[tuple[http.HTTPFlow, int, int]]:
             start = 0
             for flow in io.FlowReader(handle).stream():
                 if isinstance(flow, http.HTTPFlow):
+                    _cycles.add(flow)
                     if path.suffix != ".mitm":
                         flow.id = content_id(flow)
                     yield flow, handle.tell(), start
@@ -126,6 +152,7 @@ def _events_at(path: Path, offset: int) -> Iterator[RecorderEvent]:
             flow = None
     if not isinstance(flow, http.HTTPFlow):
         raise CaptureError(f"{path}: it changed while it was imported")
+    _cycles.add(flow)
     if path.suffix != ".mitm":
         flow.id = content_id(flow)
     yield from flow_events(flow)
@@ -221,6 +248,7 @@ def har_flow(path: Path, n: int, entry: dict[str, Any]) -> http.HTTPFlow:
             raise CaptureError(f"{path}: entry {n} has a WebSocket frame that is not one "
                                f"({_why(exc)[:120]})") from exc  # fmt: skip
     flow.id = content_id(flow)
+    _cycles.add(flow)
     return flow
 
 
