@@ -61,6 +61,7 @@ dist: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/decode_bench.py
 	$(BIN)/python bench/decode_memory_bench.py
+	$(BIN)/python bench/import_memory_bench.py
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/burst_bench.py

@@ -4,6 +4,7 @@ concurrent convtap processes lose nothing."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import http.client
@@ -366,12 +367,16 @@ def test_bad_usage_is_one_line(args: list[str], said: str) -> None:
     [
         ({"x": 1}, "not a HAR file (no 'log' in it)"),
         ({"log": {"entries": [{"request": {}}]}}, "entry 0 is not a HAR entry (no '"),
+        ({"log": {"pages": []}}, "not a HAR file (no 'entries' in it)"),
+        ({"log": {"entries": {"0": {}}}}, "not a HAR file (log.entries is not a list)"),
+        ({"log": {"entries": [1]}}, "not a HAR file (an entry of log.entries is not an object)"),
+        ('{"log": {"entries": [{"request": ', "not a HAR file (parse error: premature EOF)"),
     ],
 )
 def test_a_har_missing_a_field_names_it(tmp_path: Path, har: object, said: str) -> None:
     """A missing field was said as Python's KeyError: `('startedDateTime')`."""
     path = tmp_path / "odd.har"
-    path.write_text(json.dumps(har))
+    path.write_text(har if isinstance(har, str) else json.dumps(har))
     ran = convtap("import", str(path), "--db", str(tmp_path / "c.db"))
     one_line_error(ran)
     assert f"{path}: {said}" in ran.stderr
@@ -831,3 +836,106 @@ def test_a_hard_link_to_the_database_is_not_imported_into_itself(
     ran = convtap("import", str(link), "--db", str(capture))
     one_line_error(ran)
     assert "the database it would be imported into" in ran.stderr
+
+
+# -- bounded by design ----------------------------------------------------------------------------
+
+
+def test_a_schema_asking_for_millions_gets_capped_arguments_and_others_their_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Tools whose schemas ask for 200,000 items or a 2,000,000-character string: the mock makes
+    arguments within its caps (docs/commands.md), says so, and a second client is answered."""
+    from convtap.mock.arguments import MAX_SIZE
+    from convtap.mock.refclient import RefClient
+    from convtap.mock.server import MockServer
+
+    def tool(name: str, kind: dict[str, object]) -> dict[str, object]:
+        return {"name": name, "description": name, "type": "kwargs",
+                "params": [{"name": "x", "required": True, "type": kind}]}  # fmt: skip
+
+    declared = [
+        tool("many", {"type": "array", "minItems": 200_000, "items": {"type": "string"}}),
+        tool("long", {"type": "string", "minLength": 2_000_000}),
+    ]
+    made: list[object] = []
+    with MockServer("declared", seed=3) as server:
+        greedy = threading.Thread(
+            target=lambda: made.extend(RefClient(server.url, timeout=60).run_declared(declared))
+        )
+        greedy.start()
+        other = RefClient(server.url, timeout=30).run()
+        greedy.join(120)
+    assert other.accepted and "Pronto" in other.continuation_text  # answered whole
+    assert [call.tool for call in made] == ["many", "long"]  # type: ignore[attr-defined]
+    for call in made:
+        assert len(call.arguments_text) <= MAX_SIZE + 64  # type: ignore[attr-defined]
+    capped = [r.getMessage() for r in caplog.records if "capped" in r.getMessage()]
+    assert len(capped) == 2 and "many" in capped[0] and "long" in capped[1], capped
+
+
+NOT_UTF8 = (
+    b'event: delta_encoding\ndata: "v1"\n\n'
+    b'event: delta\ndata: {"p": "", "o": "add", "v": {"message": {"id": "m1", "author": {"role":'
+    b' "assistant"}, "content": {"content_type": "text", "parts": ["caf\xe9 \xff\xfe"]}}, '
+    b'"conversation_id": "c-bytes"}}\n\n'
+    b": a comment \x80\x81\n\n"
+    b'event: delta\ndata: {"v": " and \xc3\x28 on"}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def stored_bytes(db: Path) -> bytes:
+    from convtap.store.database import event_bytes
+
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM events ORDER BY flow_id, seq").fetchall()
+    return b"".join(event_bytes(dict(row)) for row in rows)
+
+
+def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path: Path) -> None:
+    """Recorded live through mitmdump and imported from a raw `.sse`: the raw events read back
+    from the database are the bytes sent; `reprocess` keeps them; `export` gives them back."""
+    from tests.harness import mitmdump
+
+    with burst_upstream([NOT_UTF8]) as upstream, mitmdump(
+        tmp_path, f"reverse:http://127.0.0.1:{upstream}"
+    ) as proxy:  # fmt: skip
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+        conn.request("POST", "/backend-api/f/conversation", body=json.dumps({"n": 0}),
+                     headers={"content-type": "application/json"})  # fmt: skip
+        assert conn.getresponse().read() == NOT_UTF8
+        proxy.stop()
+    assert stored_bytes(proxy.db) == NOT_UTF8
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(NOT_UTF8)
+    imported = tmp_path / "imported.db"
+    assert convtap("import", str(raw), "--db", str(imported)).returncode == 0
+    assert stored_bytes(imported) == NOT_UTF8
+    assert convtap("reprocess", "--db", str(imported)).returncode == 0
+    assert stored_bytes(imported) == NOT_UTF8
+    har = tmp_path / "out.har"
+    assert convtap("export", "--db", str(imported), "--output", str(har)).returncode == 0
+    content = json.loads(har.read_text())["log"]["entries"][0]["response"]["content"]
+    assert content["encoding"] == "base64"
+    assert base64.b64decode(content["text"]) == NOT_UTF8
+
+
+def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_path: Path) -> None:
+    """A raw `.sse` was one `events` row for the whole body (`diff` on a large one took 48 s and
+    800 MB); it is fed in pieces as a live stream arrives, and stored a piece's events a row."""
+    from convtap.record.flows import PIECE
+
+    frames = b"".join(b'event: delta\ndata: {"v": " word %d"}\n\n' % n for n in range(20_000))
+    body = NOT_UTF8.replace(b"data: [DONE]\n\n", b"")
+    raw = tmp_path / "long.sse"
+    raw.write_bytes(body + frames + b"data: [DONE]\n\n")
+    db = tmp_path / "long.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        sizes = [n for (n,) in conn.execute("SELECT length(CAST(data AS BLOB)) FROM events")]
+        (events,) = conn.execute("SELECT sum(count) FROM events").fetchone()
+    assert len(sizes) >= len(raw.read_bytes()) // PIECE and max(sizes) <= 2 * PIECE, sizes[:5]
+    assert events >= 20_000
+    assert stored_bytes(db) == raw.read_bytes()

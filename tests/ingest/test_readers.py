@@ -197,3 +197,28 @@ def test_an_import_with_nothing_of_its_own_keeps_what_another_wrote(
     from convtap.store.database import remove_if_empty
 
     assert remove_if_empty(db) is False and db.exists()  # a capture with flows stays
+
+
+@pytest.mark.parametrize("kind", ["har", "mitm"])
+def test_flows_written_out_of_order_are_imported_in_time_order(tmp_path: Path, kind: str) -> None:
+    """The return written before its call (and a flow that is not ours between them): each flow
+    is read again, one at a time, in time order, and the pairing is as if they came in order."""
+    session = call_and_return_har()
+    call, answer = session["log"]["entries"]
+    other = {**call, "request": {**call["request"], "url": "https://example.com/x"}}
+    session["log"]["entries"] = [answer, other, call]
+    har = tmp_path / "s.har"
+    har.write_text(json.dumps(session))
+    source = har
+    if kind == "mitm":
+        source = tmp_path / "s.mitm"
+        with source.open("wb") as handle:
+            writer = io.FlowWriter(handle)
+            for flow, _ in read_flows(har):
+                writer.add(flow)
+    db = tmp_path / "c.db"
+    proc = convtap("import", str(source), "--db", str(db))
+    assert "imported 2 flows" in proc.stdout, proc.stderr
+    assert rows(db, "SELECT call_id, parent_message_id FROM tool_returns") == [(CALL_ID, CALL_ID)]
+    ledger = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert [(r["answered"], r["accepted"]) for r in ledger] == [(True, True)]

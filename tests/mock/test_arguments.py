@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from convtap.mock.arguments import arguments_for
+from convtap.mock.arguments import MAX_ITEMS, MAX_LENGTH, MAX_SIZE, arguments_for
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -34,3 +35,29 @@ def test_every_value_fits_its_schema(schema: dict[str, Any], seed: int) -> None:
     value = arguments_for(schema, seed, "tool")
     Draft202012Validator(schema).validate(value)
     assert arguments_for(schema, seed, "tool") == value  # the same seed, the same value
+
+
+HUGE: list[dict[str, Any]] = [
+    {"type": "array", "minItems": 5_000_000, "items": {"type": "string", "minLength": 100}},
+    {"type": "string", "minLength": 20_000_000},
+    {"type": "object", "required": [f"p{n}" for n in range(10_000)],
+     "properties": {f"p{n}": {"type": "string", "minLength": 4000} for n in range(10_000)}},
+    {"type": "array", "minItems": 64, "items": {"type": "array", "minItems": 64, "items": {
+        "type": "array", "minItems": 64, "items": {"type": "array", "minItems": 64}}}},
+    {"type": "array", "minItems": 64, "items": {"const": "x" * 100_000}},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": float("nan")},
+                                      "m": {"type": "number", "maximum": 10**400}}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", HUGE)
+def test_what_a_schema_asks_for_is_capped(schema: dict[str, Any]) -> None:
+    value = arguments_for(schema, 1, "tool")
+    assert len(json.dumps(value)) <= MAX_SIZE + 100_000  # one value the schema itself names
+
+
+def test_a_schema_within_the_caps_is_met_exactly() -> None:
+    schema = {"type": "array", "minItems": MAX_ITEMS, "items": {"type": "string",
+              "minLength": MAX_LENGTH // 8, "maxLength": MAX_LENGTH // 8}}  # fmt: skip
+    value = arguments_for(schema, 1, "tool")
+    Draft202012Validator(schema).validate(value)

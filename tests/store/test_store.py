@@ -219,6 +219,7 @@ def test_every_table_has_one_row_type_that_matches_it() -> None:
         evnet: str
         count: int
         data: str
+        raw: bytes | None
 
     with pytest.raises(TypeError, match="missing \\['event'\\], unknown \\['evnet'\\]"):
         check_against_schema(Misspelt)

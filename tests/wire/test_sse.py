@@ -133,8 +133,19 @@ def test_a_blocks_text_is_what_its_events_came_in(chunks: list[bytes]) -> None:
         events += block.events
         assert bool(block.text) or not block.events
     # A BOM first: the parser strips one leading U+FEFF, and the texts start after it.
-    again = SSEParser().feed(("\ufeff" + "".join(texts)).encode("utf-8", "surrogatepass"))
+    again = SSEParser().feed(("\ufeff" + "".join(texts)).encode("utf-8", "surrogateescape"))
     assert again == events
+
+
+@given(chunks=st.lists(st.binary(max_size=30), max_size=8))
+def test_a_blocks_text_holds_the_bytes_it_came_in(chunks: list[bytes]) -> None:
+    """Bytes that are not UTF-8 stay in the text as they came (`surrogateescape`): the raw
+    events are stored byte for byte."""
+    body = b"".join(chunks).replace(b"\r", b"").lstrip(b"\xef\xbb\xbf") + b"\n\ndata: \xff\x80\n\n"
+    parser = SSEParser()
+    texts = [parser.read(piece).text for piece in (body[:7], body[7:])]
+    kept = "".join(texts).encode("utf-8", "surrogateescape")
+    assert kept == body[: len(kept)] and kept.endswith(b"data: \xff\x80\n\n")
 
 
 def read_by_the_decoder(line: bytes) -> bool:
@@ -156,7 +167,7 @@ def test_the_parser_tells_whether_it_took_in_lines_it_does_not_read(
     parser = SSEParser()
     for chunk in chunks:
         block = parser.read(chunk, runs)
-        lines = block.text.encode().split(b"\n")
+        lines = block.text.encode("utf-8", "surrogateescape").split(b"\n")
         assert block.unread_lines == any(line and not read_by_the_decoder(line) for line in lines)
 
 

@@ -13,6 +13,7 @@ once it is complete.
 mitmproxy's HAR reader encodes `content.text` with the charset of the response's content type,
 latin-1 when it names none: a body that is not ASCII under such a type is written in base64
 (`content.encoding`), and a request body under one as ASCII JSON, so that it reads back as sent.
+An event stream whose bytes were not all UTF-8 is written in base64 too, byte for byte.
 """
 
 from __future__ import annotations
@@ -157,8 +158,13 @@ def _body(
     content_type = _header(headers, "content-type")
     content: dict[str, Any] = {"mimeType": content_type or "x-unknown"}
     if flow["kind"] in STREAMED and is_event_stream(tuple(headers)):
-        ascii_only = all(row["data"].isascii() for row in iter_events(db, flow["id"]))
-        if not ascii_only and not _reads_as_utf8(content_type):
+        ascii_only = utf8 = True
+        for row in iter_events(db, flow["id"]):
+            if row.get("raw") is not None:  # bytes that are not UTF-8: base64, byte for byte
+                utf8 = False
+                break
+            ascii_only = ascii_only and row["data"].isascii()
+        if not utf8 or (not ascii_only and not _reads_as_utf8(content_type)):
             content["encoding"] = "base64"
         return content, _stream(db, flow, shaping)
     body = _response_body(flow["response_body"], shaping is not None)
@@ -235,7 +241,12 @@ def _stream(
     """The raw events of a stream, as recorded (or shaped)."""
     shaper = shaping.stream(flow) if shaping is not None else None
     for row in iter_events(db, flow["id"]):
-        yield row["data"] if shaper is None else shaper.feed(row["data"])
+        if shaper is not None:
+            yield shaper.feed(row["data"])
+        elif row.get("raw") is not None:  # bytes that are not UTF-8: base64, as they came
+            yield row["raw"].decode("utf-8", "surrogateescape")
+        else:
+            yield row["data"]
     if flow["outcome"] == "truncated":  # as replay.py: the cut event was never kept
         yield "data: "
     if shaping is not None and shaper is not None:
@@ -273,7 +284,7 @@ def _write_base64(handle: TextIO, pieces: Iterator[str]) -> int:
     size, carry = 0, b""
     handle.write('"')
     for piece in pieces:
-        data = carry + piece.encode()
+        data = carry + piece.encode("utf-8", "surrogateescape")
         size += len(data) - len(carry)
         whole = len(data) - len(data) % 3
         handle.write(base64.b64encode(data[:whole]).decode())

@@ -33,6 +33,7 @@ from convtap.store.database import (
     Writer,
     clear_derived,
     connect,
+    event_bytes,
     iter_events,
     iter_flows,
     open_readonly,
@@ -126,7 +127,7 @@ def stored_flow_events(
     if flow["kind"] in STREAMED and is_event_stream(headers):
         yield ResponseStarted(flow_id, flow["status"], headers)
         for event in events:
-            yield BodyChunk(flow_id, event["data"].encode(), event["at"])
+            yield BodyChunk(flow_id, event_bytes(event), event["at"])
         if flow["outcome"] == "truncated":  # the cut event was never kept: end inside one again
             yield BodyChunk(flow_id, b"data: ", flow["ended_at"] or 0.0)
     else:

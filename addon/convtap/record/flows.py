@@ -20,6 +20,9 @@ from convtap.journal.events import (
 from convtap.record.recorder import is_event_stream
 from convtap.wire.session import endpoint_kind
 
+PIECE = 16 * 1024  # bytes of a whole event stream fed at a time: about what mitmproxy hands the
+# tap of a live one, so that its raw events are stored as a live stream's are
+
 
 def headers_of(message: http.Message) -> Headers:
     return tuple(message.headers.items(multi=True))
@@ -36,7 +39,7 @@ def request_seen(flow: http.HTTPFlow, source: str) -> RequestSeen:
 
 def response_events(flow: http.HTTPFlow, *, streamed: bool) -> Iterator[RecorderEvent]:
     """The end of a flow's response. A body that was not `streamed` (tapped chunk by chunk)
-    comes whole: an event stream as one chunk, anything else with the end."""
+    comes whole: an event stream in pieces of `PIECE` bytes, anything else with the end."""
     response = flow.response
     if response is None:
         message = flow.error.msg if flow.error else "error"
@@ -47,7 +50,8 @@ def response_events(flow: http.HTTPFlow, *, streamed: bool) -> Iterator[Recorder
     body = None if streamed else response.get_content(strict=False)
     if body is not None and is_event_stream(headers):
         yield ResponseStarted(flow.id, response.status_code, headers)
-        yield BodyChunk(flow.id, body, at)
+        for start in range(0, len(body), PIECE):
+            yield BodyChunk(flow.id, body[start : start + PIECE], at)
         body = None
     outcome = "complete" if flow.error is None else flow.error.msg
     yield ResponseEnded(flow.id, response.status_code, headers, body, outcome, at)

@@ -11,6 +11,7 @@ to go on from. Commands that only read a capture open it read-only (`open_readon
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import heapq
 import os
 import re
@@ -34,7 +35,7 @@ from convtap.contract.audit import (
 )
 from convtap.contract.returns import Call
 from convtap.store.canned import APPLICATION_ID, is_capture
-from convtap.store.rows import FindingRow, Row
+from convtap.store.rows import EventRow, FindingRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
     INDEX_TEXT,
@@ -423,7 +424,11 @@ class Writer:
         try:
             self.db.conn.execute(statement, values)
         except UnicodeEncodeError:  # a lone surrogate (JSON text may carry one; UTF-8 cannot)
-            self.db.conn.execute(statement, _writable(values))
+            exact = not_utf8(row) if isinstance(row, EventRow) else None
+            if exact is not None:  # bytes that are not UTF-8: kept as they came
+                self._write(exact)
+            else:
+                self.db.conn.execute(statement, _writable(values))
 
     def _write_alone(self, row: Row) -> None:
         """One row in a transaction of its own; one that cannot be written is told on its flow
@@ -441,6 +446,23 @@ class Writer:
                 return
             with contextlib.suppress(sqlite3.Error), _write_lock(self.db.conn):
                 self.db.conn.execute(_FAILURE, (flow, detail[:FAILURE_KEPT]))
+
+
+def not_utf8(row: EventRow) -> EventRow | None:
+    """A raw event row whose bytes are not all UTF-8 (the parser kept them as `surrogateescape`
+    surrogates): its text with U+FFFD for them, as readers of text want it, and its bytes in
+    `raw`, for `event_bytes`. None for a surrogate that stands for no byte."""
+    try:
+        raw = row.data.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
+    return dataclasses.replace(row, data=raw.decode("utf-8", "replace"), raw=raw)
+
+
+def event_bytes(event: dict[str, Any]) -> bytes:
+    """A raw event row's bytes, exactly as they came (schema 4 keeps those that are not UTF-8)."""
+    raw = event.get("raw")
+    return raw if isinstance(raw, bytes) else str(event["data"]).encode()
 
 
 def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:

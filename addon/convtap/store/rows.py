@@ -83,7 +83,8 @@ class EventRow(Row):
     at: float
     event: str
     count: int
-    data: str
+    data: str  # its text; bytes that are not UTF-8 as lone surrogates (`surrogateescape`)
+    raw: bytes | None = UNSET  # set by the store: the bytes, when they are not UTF-8
 
 
 @dataclass(frozen=True, slots=True)

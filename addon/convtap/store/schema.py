@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # -- tables --------------------------------------------------------------------------------------
 
@@ -37,7 +37,15 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         "id",
     ),
     "events": (
-        {"flow_id": str, "seq": int, "at": float, "event": str, "count": int, "data": str},
+        {
+            "flow_id": str,
+            "seq": int,
+            "at": float,
+            "event": str,
+            "count": int,
+            "data": str,
+            "raw": bytes,
+        },
         ("flow_id", "seq"),
     ),
     "turns": (
@@ -282,8 +290,16 @@ def _migrate_to_3(db: sqlite_utils.Database) -> None:
     db.execute(CALL_LEDGER)
 
 
+def _migrate_to_4(db: sqlite_utils.Database) -> None:
+    """A raw event's bytes when they are not UTF-8 (`data` holds them as U+FFFD): raw events
+    byte for byte."""
+    if db["events"].exists() and "raw" not in db["events"].columns_dict:
+        db.execute("ALTER TABLE events ADD COLUMN raw BLOB")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migrate_to_1,
     _migrate_to_2,
     _migrate_to_3,
+    _migrate_to_4,
 ]

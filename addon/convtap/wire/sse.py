@@ -11,7 +11,9 @@ Two deliberate limits, each reported rather than hidden: an event larger than `m
 is not kept but dispatched as one `OVERSIZED` event carrying its size, and framing resynchronises
 at the next blank line (so the buffer is bounded); an event whose bytes are not valid UTF-8 is
 decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in the `Block`'s
-`bad_utf8`. `read` returns a chunk's whole result as one value; nothing is read off the parser.
+`bad_utf8`; the `Block`'s text keeps such bytes as they came (each a lone surrogate, Python's
+`surrogateescape`), so that the raw events can be stored byte for byte. `read` returns a chunk's
+whole result as one value; nothing is read off the parser.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ class Frames(Sequence[SSEEvent]):
 
 class Block(NamedTuple):
     """What one `SSEParser.read` completed: the events (with runs of bare frames kept whole when
-    asked for), their text decoded (invalid UTF-8 as U+FFFD, comment lines included), the
+    asked for), their text decoded (invalid UTF-8 bytes as `surrogateescape`'s lone surrogates,
+    comment lines included), the
     positions among them of events whose bytes were not UTF-8, and whether the text holds lines
     the decoder does not read (comments, `id:`, `retry:`, unknown fields)."""
 
@@ -245,7 +248,7 @@ class SSEParser:
         try:
             text = self._text = block.decode("utf-8")
         except UnicodeDecodeError:
-            self._text = block.decode("utf-8", "replace")
+            self._text = block.decode("utf-8", "surrogateescape")  # the raw events' bytes
             return self._parse_slowly(block)
         if runs and len(block) <= self.max_event:
             for shape, head in _BARE_SHAPES:
