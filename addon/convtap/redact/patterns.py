@@ -25,14 +25,15 @@ from typing import Any
 
 import ahocorasick_rs
 from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.github_token import GitHubTokenDetector
 from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
 from detect_secrets.plugins.openai import OpenAIDetector
 from detect_secrets.plugins.pypi_token import PypiTokenDetector
 from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
 
 PLACEHOLDER_PREFIX = "<redacted:"
 PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
@@ -43,11 +44,17 @@ PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
 # count of tokens), or is one of EXACT_KEYS; its value is secret when it is a string, an object
 # or an array (a number or a boolean never is).
 KEY_PARTS = (
-    "token", "secret", "passw", "authoriz", "cookie", "credential", "apikey", "api_key",
-    "private_key", "access_key", "session", "challenge",
+    "token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential", "apikey",
+    "api_key", "private_key", "privatekey", "priv_key", "access_key", "session", "challenge",
+    # detect-secrets' keyword list
+    "auth_key", "authkey", "service_key", "account_key", "client_key", "db_key",
+    "database_key", "db_pass", "database_pass", "key_pass", "contraseña", "contrasena",
 )  # fmt: skip
 _KEY = re.compile("|".join(part if part != "token" else "token(?!s)" for part in KEY_PARTS))
-EXACT_KEYS = frozenset({"verify", "auth", "pwd"})
+EXACT_KEYS = frozenset({"verify", "auth", "pwd", "pass"})
+# Query parameters that are secret in a URL (an OAuth code, a signed URL's signature) but name
+# ordinary things as JSON keys (an error's `code`).
+QUERY_KEYS = frozenset({"code", "sig", "signature", "key", "x_amz_signature"})
 
 # Headers kept in clear (their values still scanned); every other header's value is replaced.
 HEADER_ALLOW_LIST = frozenset(
@@ -68,8 +75,18 @@ def is_secret_key(key: object) -> bool:
 
 @functools.lru_cache(maxsize=4096)  # a message's keys are the same few names again and again
 def _is_secret_name(key: str) -> bool:
-    name = key.strip().lower().replace("-", "_")
+    name = _folded_name(key)
     return name in EXACT_KEYS or _KEY.search(name) is not None
+
+
+def _folded_name(key: str) -> str:
+    """A key as keys are compared: lowercased, `-` and spaces as `_` (`Api Key`, `api-key`)."""
+    return key.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def is_secret_query_key(key: str) -> bool:
+    """A query parameter whose value is secret."""
+    return is_secret_key(key) or _folded_name(key) in QUERY_KEYS
 
 
 def path_is_secret(path: str) -> bool:
@@ -78,6 +95,38 @@ def path_is_secret(path: str) -> bool:
 
 
 # -- values ----------------------------------------------------------------------------------------
+
+
+def _fold(text: str) -> str:
+    """Lowercase text (or a hint) as the search folds it: `-` and spaces as `_`."""
+    return text.replace("-", "_").replace(" ", "_")
+
+
+# A secret assigned in prose or code (`AWS_SECRET_ACCESS_KEY=…`, `password: …`, `api_key = "…"`):
+# detect-secrets' keyword list, then `=`, `:` or `:=`, then the value (6 characters or more).
+_ASSIGNED = (
+    "api_key", "apikey", "auth_key", "authkey", "service_key", "account_key", "db_key",
+    "database_key", "priv_key", "private_key", "client_key", "db_pass", "database_pass",
+    "key_pass", "password", "passwd", "pwd", "secret", "contraseña", "contrasena", "token",
+    "passphrase", "access_key", "secret_key", "credential",
+)  # fmt: skip
+_ASSIGNMENT = re.compile(
+    r"(?i)(?:" + "|".join(w.replace("_", "[_ -]?") if w != "token" else "token(?!s)"
+                          for w in _ASSIGNED)
+    + r")[\w-]*?[\]'\"]{0,2}[ \t]*(?::=|=|:)[ \t]*"
+    # quoted, or else not a plain word (prose: "secret: nothing")
+    r"(?:(['\"`])|(?=[^\s'\"`,;<>\\&]*[\d_/+=.!@#$%^*-]))([^\s'\"`,;<>\\&]{6,})"
+)  # fmt: skip
+# (folded as text is: lowercased, `-` and spaces as `_`)
+_ASSIGNMENT_HINTS = tuple(f"{w}{sep}" for w in _ASSIGNED for sep in ("=", ":", "_=", "_:"))
+# A query parameter named like a secret, in any text (a Referer, a URL in prose).
+_QUERY = re.compile(
+    r"(?i)[?&](?:[\w.-]*?(?:token|secret|passw|sig|signature|code|key|auth|session|credential"
+    r"|pwd|pass|verify))=([^&#\s'\"<>\\]+)"
+)
+_QUERY_HINTS = tuple(f"{w}=" for w in ("token", "secret", "passw", "sig", "signature", "code",
+                                        "key", "auth", "session", "credential", "pwd", "pass",
+                                        "verify", "password", "passwd"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,27 +152,46 @@ VALUE_PATTERNS: tuple[ValuePattern, ...] = (
                               "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"), p)
       for p in _denylist(GitLabTokenDetector)),
     *(ValuePattern("slack", ("xox", "hooks.slack.com"), p) for p in _denylist(SlackDetector)),
-    *(ValuePattern("stripe", ("k_live_",), p) for p in _denylist(StripeDetector)),
     *(ValuePattern("sendgrid", ("sg.",), p) for p in _denylist(SendGridDetector)),
     *(ValuePattern("pypi", ("pypi-",), p) for p in _denylist(PypiTokenDetector)),
     *(ValuePattern("square", ("sq0csp-",), p) for p in _denylist(SquareOAuthDetector)),
     *(ValuePattern("openai-legacy", ("t3blbkfj",), p) for p in _denylist(OpenAIDetector)),
+    *(ValuePattern("azure-storage", ("accountkey=",), p)
+      for p in _denylist(AzureStorageKeyDetector)),
+    *(ValuePattern("npm", ("_authtoken",), p) for p in _denylist(NpmDetector)),
+    ValuePattern("mailchimp", tuple(f"_us{n}" for n in range(10)),
+                 re.compile(r"\b[0-9a-z]{32}-us[0-9]{1,2}\b")),
+    ValuePattern("artifactory", ("akc",), re.compile(r"\bAKC[a-zA-Z0-9]{10,}")),
+    # Telegram bot tokens: the secret half begins with "AA" (detect-secrets takes any)
+    ValuePattern("telegram", (":aa",), re.compile(r"\b\d{8,10}:AA[0-9A-Za-z_-]{33}")),
     # formats those do not cover
     ValuePattern("openai-anthropic", ("sk-",),
                  re.compile(r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
     ValuePattern("github-fine-grained", ("github_pat_",),
                  re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+    ValuePattern("stripe", ("k_live_", "k_test_"),
+                 re.compile(r"\b[rs]k_(?:live|test)_[0-9a-zA-Z]{24,}")),  # whole, past 24
+    ValuePattern("google", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
+    ValuePattern("hugging-face", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ValuePattern("aws-secret", ("aws",),  # a secret access key named in prose
+                 re.compile(r"(?i)aws.{0,20}?(?:key|pwd|pw|password|pass|token|secret)"
+                            r".{0,20}?[\s=:'\"]([0-9a-zA-Z/+]{40})(?![0-9a-zA-Z/+])"), 1),
+    ValuePattern("assignment", _ASSIGNMENT_HINTS, _ASSIGNMENT, 2),
+    ValuePattern("query", _QUERY_HINTS, _QUERY, 1),
     ValuePattern("jwt", ("eyj",),
-                 re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?")),
+                 re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}(?:\.[A-Za-z0-9_-]*)?")),
     ValuePattern("bearer-basic", ("bearer", "basic"),
                  re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
     ValuePattern("url-credentials", ("://",),
                  re.compile(r"://[^\s/@:\"'<>]+:([^\s/@\"'<>]+)@"), 1),
-    ValuePattern("private-key", ("-----begin",),
-                 re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-                            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-                            r"|[A-Za-z0-9+/=\s\\]*)", re.S)),
+    ValuePattern("private-key", ("-----begin", "----_begin", "putty_user_key_file"),
+                 re.compile(r"(?:-----|---- )BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?(?:-----| ----)"
+                            r"(?:.*?(?:-----|---- )END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
+                            r"(?:-----| ----)|[A-Za-z0-9+/=\s\\]*)"
+                            r"|PuTTY-User-Key-File-\d:.*?(?:Private-MAC: [0-9a-f]+|$)", re.S)),
 )  # fmt: skip
+
+_FOLDED_HINTS = [(p, tuple(_fold(hint) for hint in p.hints)) for p in VALUE_PATTERNS]
 
 # Text that names a key without being one: markers the server sends as values.
 _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"last_token"',
@@ -134,15 +202,15 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
 # (`"p": "/message/metadata/verify"`), where it is a secret key too.
 _KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS),
               *(f'/{exact}"' for exact in EXACT_KEYS)]  # fmt: skip
-_KEY_WORDS = list(dict.fromkeys(hint.replace("-", "_") for hint in _KEY_HINTS))  # as text is folded
+_KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))
 _VALUE_WORDS = [w for w in dict.fromkeys(
-    hint.replace("-", "_") for pattern in VALUE_PATTERNS for hint in pattern.hints
+    _fold(hint) for pattern in VALUE_PATTERNS for hint in pattern.hints
 ) if w not in _KEY_WORDS]  # fmt: skip
 # What makes bytes unlike the text they encode, for this search: a JSON escape (`\\uXXXX`,
 # `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
 # in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
-_HARMLESS_FOLDED = [h.replace("-", "_") for h in _HARMLESS]
+_HARMLESS_FOLDED = [_fold(h) for h in _HARMLESS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
 # them all; a match's index says what it is. Once one kind of hint is found, an automaton
 # without it looks for the other: text full of "token" is not matched word by word.
@@ -203,7 +271,7 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     `-` as `_`), none counted inside a harmless marker (blanked out). Searched a window at a
     time (they overlap by a hint's length), so that text full of hints holds few matches at
     once, and only until the answer is known."""
-    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_").replace(b" ", b"_")
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         wanted = (want_keys and not keys, not values)
@@ -269,10 +337,10 @@ def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
 def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
     """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
     `keyed`: the text may be JSON text, and the values of its secret keys count too."""
-    low = text.lower()
+    low = _fold(text.lower())
     found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
-    for pattern in VALUE_PATTERNS:
-        if not any(hint in low for hint in pattern.hints):
+    for pattern, folded in _FOLDED_HINTS:
+        if not any(hint in low for hint in folded):
             continue
         for match in pattern.regex.finditer(text):
             secret = match.group(pattern.group)

@@ -246,6 +246,8 @@ class StreamRedaction:
         """One event redacted into `out`; the run its piece joins (a new one when it starts
         another string)."""
         value = _parsed(event.data)
+        if event.event not in ("delta", "message"):  # a name is searched as a value is
+            event = event._replace(event=self.redactor.event_name(event.event))
         if event.event == "delta" and isinstance(value, dict):
             piece = value.get("v")
             if len(value) == 1 and isinstance(piece, str) and not state.secret_path:
