@@ -6,7 +6,14 @@ import json
 import tracemalloc
 
 import pytest
-from convtap.redact.patterns import hints, is_secret_key, keyed_secrets, value_hints
+from convtap.redact.patterns import (
+    EXACT_KEYS,
+    KEY_PARTS,
+    hints,
+    is_secret_key,
+    keyed_secrets,
+    value_hints,
+)
 from convtap.redact.redactor import Redactor
 
 
@@ -147,3 +154,19 @@ def test_ordinary_prose_and_ids_are_kept(text: str) -> None:
     assert redactor.json(value) == value
     data = json.dumps({"v": text})
     assert redactor.text(data) == data
+
+
+def _spellings(name: str) -> list[str]:
+    spaced = name.replace("_", " ")
+    return [name, name.upper(), name.replace("_", "-"), spaced.title(), spaced]
+
+
+@pytest.mark.parametrize("name", sorted({*KEY_PARTS, *EXACT_KEYS}))
+def test_every_secret_key_name_is_a_hint_in_every_spelling(name: str) -> None:
+    """The cheap search looks for fewer words than there are secret key names (past about a
+    hundred words it runs at half the speed): each name, in each spelling, as a JSON key and as
+    a delta's path, must still be found, and be a secret key."""
+    for key in _spellings(name):
+        assert is_secret_key(key), key
+        assert hints(json.dumps({key: "x"}))[0], key
+        assert hints(json.dumps({"p": f"/message/metadata/{key}", "o": "append"}))[0], key

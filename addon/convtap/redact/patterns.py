@@ -98,8 +98,8 @@ def path_is_secret(path: str) -> bool:
 
 
 def _fold(text: str) -> str:
-    """Lowercase text (or a hint) as the search folds it: `-` and spaces as `_`."""
-    return text.replace("-", "_").replace(" ", "_")
+    """Lowercase text (or a hint) as the search folds it: `-` as `_`."""
+    return text.replace("-", "_")
 
 
 # A secret assigned in prose or code (`AWS_SECRET_ACCESS_KEY=…`, `password: …`, `api_key = "…"`):
@@ -117,16 +117,14 @@ _ASSIGNMENT = re.compile(
     # quoted, or else not a plain word (prose: "secret: nothing")
     r"(?:(['\"`])|(?=[^\s'\"`,;<>\\&]*[\d_/+=.!@#$%^*-]))([^\s'\"`,;<>\\&]{6,})"
 )  # fmt: skip
-# (folded as text is: lowercased, `-` and spaces as `_`)
-_ASSIGNMENT_HINTS = tuple(f"{w}{sep}" for w in _ASSIGNED for sep in ("=", ":", "_=", "_:"))
 # A query parameter named like a secret, in any text (a Referer, a URL in prose).
 _QUERY = re.compile(
     r"(?i)[?&](?:[\w.-]*?(?:token|secret|passw|sig|signature|code|key|auth|session|credential"
     r"|pwd|pass|verify))=([^&#\s'\"<>\\]+)"
 )
-_QUERY_HINTS = tuple(f"{w}=" for w in ("token", "secret", "passw", "sig", "signature", "code",
-                                        "key", "auth", "session", "credential", "pwd", "pass",
-                                        "verify", "password", "passwd"))  # fmt: skip
+# What the cheap search looks for, for those two, besides a secret key's name assigned a value.
+_QUERY_WORDS = ("?sig=", "&sig=", "?code=", "&code=", "?key=", "&key=", "signature=", "auth=",
+                "verify=")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -135,6 +133,7 @@ class ValuePattern:
     hints: tuple[str, ...]  # lowercase text that any match contains
     regex: re.Pattern[str]
     group: int = 0  # the part of a match that is the secret
+    words: tuple[str, ...] | None = None  # what the cheap search looks for (None: the hints)
 
 
 def _denylist(detector: Any, *indexes: int) -> list[re.Pattern[str]]:
@@ -159,7 +158,7 @@ VALUE_PATTERNS: tuple[ValuePattern, ...] = (
     *(ValuePattern("azure-storage", ("accountkey=",), p)
       for p in _denylist(AzureStorageKeyDetector)),
     *(ValuePattern("npm", ("_authtoken",), p) for p in _denylist(NpmDetector)),
-    ValuePattern("mailchimp", tuple(f"_us{n}" for n in range(10)),
+    ValuePattern("mailchimp", tuple(f"-us{n}" for n in range(10)),
                  re.compile(r"\b[0-9a-z]{32}-us[0-9]{1,2}\b")),
     ValuePattern("artifactory", ("akc",), re.compile(r"\bAKC[a-zA-Z0-9]{10,}")),
     # Telegram bot tokens: the secret half begins with "AA" (detect-secrets takes any)
@@ -173,38 +172,43 @@ VALUE_PATTERNS: tuple[ValuePattern, ...] = (
                  re.compile(r"\b[rs]k_(?:live|test)_[0-9a-zA-Z]{24,}")),  # whole, past 24
     ValuePattern("google", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
     ValuePattern("hugging-face", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ValuePattern("aws-secret", ("aws",),  # a secret access key named in prose
-                 re.compile(r"(?i)aws.{0,20}?(?:key|pwd|pw|password|pass|token|secret)"
-                            r".{0,20}?[\s=:'\"]([0-9a-zA-Z/+]{40})(?![0-9a-zA-Z/+])"), 1),
-    ValuePattern("assignment", _ASSIGNMENT_HINTS, _ASSIGNMENT, 2),
-    ValuePattern("query", _QUERY_HINTS, _QUERY, 1),
+    ValuePattern("assignment", ("token", "secret", "passw", "passphrase", "credential", "key",
+                                "pass", "pwd", "contrase"), _ASSIGNMENT, 2, ()),
+    ValuePattern("query", ("=",), _QUERY, 1, _QUERY_WORDS),
     ValuePattern("jwt", ("eyj",),
                  re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}(?:\.[A-Za-z0-9_-]*)?")),
     ValuePattern("bearer-basic", ("bearer", "basic"),
                  re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
     ValuePattern("url-credentials", ("://",),
                  re.compile(r"://[^\s/@:\"'<>]+:([^\s/@\"'<>]+)@"), 1),
-    ValuePattern("private-key", ("-----begin", "----_begin", "putty_user_key_file"),
+    ValuePattern("private-key", ("-----begin", "---- begin", "putty-user-key-file"),
                  re.compile(r"(?:-----|---- )BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?(?:-----| ----)"
                             r"(?:.*?(?:-----|---- )END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
                             r"(?:-----| ----)|[A-Za-z0-9+/=\s\\]*)"
                             r"|PuTTY-User-Key-File-\d:.*?(?:Private-MAC: [0-9a-f]+|$)", re.S)),
 )  # fmt: skip
 
-_FOLDED_HINTS = [(p, tuple(_fold(hint) for hint in p.hints)) for p in VALUE_PATTERNS]
-
 # Text that names a key without being one: markers the server sends as values.
 _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"last_token"',
              '"resume_conversation_token"')  # fmt: skip
 
 
-# An exact key is a hint as a JSON key (`"verify"`) and as the last segment of a delta's path
-# (`"p": "/message/metadata/verify"`), where it is a secret key too.
-_KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS),
-              *(f'/{exact}"' for exact in EXACT_KEYS)]  # fmt: skip
+# What the search looks for to tell that a secret key may be named: a part of every name in
+# KEY_PARTS (spelled with `-`, `_` or a space) and EXACT_KEYS, as a JSON key (`"verify"`,
+# `"Api Key"`) or as the last segment of a delta's path (`"p": "/message/metadata/verify"`).
+_KEY_HINTS = ["token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential",
+              "session", "challenge", "_key", 'key"', "apikey", "authkey", "privatekey",
+              'pass"', "contrase", "pwd", '"auth"', '/auth"', '"verify"', '/verify"']  # fmt: skip
+# A secret key's name assigned a value in prose or code (`AWS_SECRET_ACCESS_KEY=`, `password:`,
+# `access_token=` in a query): a value may be there.
+_ASSIGNED_TO_KEY = re.compile(
+    rb"(?:token(?!s)|secret|passw|passphrase|credential|session|_key|apikey|authkey|privatekey"
+    rb"|pwd|contrase)[a-z0-9_]{0,24}+[\"'\]]{0,2}[ \t]*[:=][ \t]*[\"'`a-z_/+]"
+)  # (a JSON number, `true`, an object: no value a pattern looks for)
 _KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))
 _VALUE_WORDS = [w for w in dict.fromkeys(
-    _fold(hint) for pattern in VALUE_PATTERNS for hint in pattern.hints
+    _fold(word) for pattern in VALUE_PATTERNS
+    for word in (pattern.hints if pattern.words is None else pattern.words)
 ) if w not in _KEY_WORDS]  # fmt: skip
 # What makes bytes unlike the text they encode, for this search: a JSON escape (`\\uXXXX`,
 # `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
@@ -212,8 +216,8 @@ _VALUE_WORDS = [w for w in dict.fromkeys(
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
 _HARMLESS_FOLDED = [_fold(h) for h in _HARMLESS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
-# them all; a match's index says what it is. Once one kind of hint is found, an automaton
-# without it looks for the other: text full of "token" is not matched word by word.
+# them all; a match's index says what it is. Once values are found, an automaton without them
+# looks for keys. (Past about a hundred words, the automaton runs at half the speed.)
 _WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
 _VALUES_FROM = len(_KEY_WORDS)
 _UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
@@ -271,12 +275,12 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     `-` as `_`), none counted inside a harmless marker (blanked out). Searched a window at a
     time (they overlap by a hint's length), so that text full of hints holds few matches at
     once, and only until the answer is known."""
-    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_").replace(b" ", b"_")
+    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
-        wanted = (want_keys and not keys, not values)
-        if wanted == (False, False):
+        if values and (keys or not want_keys):
             break
+        wanted = (not keys, not values)  # keys until found: a value may be assigned to one
         window = folded[start : start + _WINDOW + _LONGEST - 1]
         matches = _FINDERS[wanted].find(window)
         found = {index for index, _, _ in matches}
@@ -285,7 +289,9 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
         if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
             found = _outside_markers(window, matches, _FINDERS[wanted])
         keys = keys or not found.isdisjoint(_KEY_IDS)
-        values = values or not found.isdisjoint(_VALUE_IDS)
+        values = values or not found.isdisjoint(_VALUE_IDS) or (
+            keys and _ASSIGNED_TO_KEY.search(window) is not None
+        )  # fmt: skip
     return keys and want_keys, values
 
 
@@ -337,10 +343,10 @@ def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
 def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
     """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
     `keyed`: the text may be JSON text, and the values of its secret keys count too."""
-    low = _fold(text.lower())
+    low = text.lower()
     found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
-    for pattern, folded in _FOLDED_HINTS:
-        if not any(hint in low for hint in folded):
+    for pattern in VALUE_PATTERNS:
+        if not any(hint in low for hint in pattern.hints):
             continue
         for match in pattern.regex.finditer(text):
             secret = match.group(pattern.group)
