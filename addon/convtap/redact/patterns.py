@@ -3,14 +3,15 @@ that tells which text may hold one.
 
 A secret is found two ways:
 
-- by where it sits: a JSON key (in any case, with `-` or `_`, after JSON unescaping: `Token`,
-  `Access_Token`, `x-api-key`, `authoriz\\u0061tion`), a delta whose path names such a key (and
-  the bare frames that go on appending to it), a header outside an allow-list, a URL's query
-  parameter;
-- by what it looks like, anywhere in stored text: API keys (OpenAI, Anthropic, AWS, GitHub,
-  GitLab, Slack, Stripe, SendGrid, PyPI, Square: the token-shaped detectors of detect-secrets,
-  plus current OpenAI and Anthropic key formats), JWTs, `Bearer` / `Basic` credentials,
-  credentials in URLs, and PEM private keys.
+- by where it sits: a JSON key (in any case, with `-`, `_` or a space, after JSON unescaping:
+  `Token`, `Access_Token`, `x-api-key`, `Api Key`, `authoriz\\u0061tion`), a delta whose path
+  names such a key (and the bare frames that go on appending to it), a header outside an
+  allow-list, a URL's query parameter (in a URL, a header or prose), a value assigned to a secret
+  key's name in prose or code (`AWS_SECRET_ACCESS_KEY=…`);
+- by what it looks like, anywhere in stored text: API keys (OpenAI, Anthropic, Google, Hugging
+  Face, AWS, GitHub, GitLab, Slack, Stripe, SendGrid, PyPI, Square, Azure storage, npm,
+  Mailchimp, Artifactory, Telegram: detect-secrets' detectors as a floor, plus current key
+  formats), JWTs, `Bearer` / `Basic` credentials, credentials in URLs, and private keys.
 
 Text is first looked at cheaply (`hints`): lowercased, JSON-unescaped, searched once for every
 hint of a key or a value (Aho-Corasick). Only text with a hint is parsed and walked.
