@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from convtap.journal.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
+from convtap.journal.events import (
+    BodyChunk,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+    WebSocketEnded,
+)
+from convtap.journal.events import WebSocketMessage as SocketFrame
 from convtap.proxy.addon import ConvtapAddon
 from convtap.record.local import LocalRecorder
 from convtap.redact.patterns import PLACEHOLDER, hints
@@ -565,6 +572,8 @@ def stored_texts(db: Path, protocol: str) -> list[str]:
         texts = [str(v) for t in tables for row in conn.execute(f'SELECT * FROM "{t}"')
                  for v in row if v is not None]  # fmt: skip
         stored = raw_events(conn)
+    if protocol == "conversation-less":
+        return texts
     if protocol == "responses":
         texts.append("".join(json.loads(line[6:]).get("delta", "") for line in stored.splitlines()
                              if line.startswith("data: {") and ".delta" in line))  # fmt: skip
@@ -713,3 +722,37 @@ def test_any_split_of_a_secret_across_frames_leaves_none_of_it(
         record_chunks(db, "/backend-api/f/conversation", b"{}",
                       conversation_chunks(pieces[0], pieces[1:]))  # fmt: skip
     assert leaked_runs(secret, db, protocol) == []
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "github-fine-grained", "pem"])
+def test_the_rest_of_a_secret_in_responses_websocket_frames_is_redacted(
+    tmp_path: Path, kind: str
+) -> None:
+    """The Responses API's WebSocket mode: each server event is a frame of its own."""
+    head, pieces = split_secret(kind)
+    db = tmp_path / "socket.db"
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    recorder.handle(RequestSeen("s", "GET", "http://x/v1/responses", "x", "/v1/responses", (),
+                                None, 1.0))  # fmt: skip
+    create = {"type": "response.create", "model": "m", "input": "hi"}
+    recorder.handle(SocketFrame("s", True, json.dumps(create), 2.0))
+    item = {"item_id": "it_1", "output_index": 0, "content_index": 0}
+    deltas = [{"type": "response.output_text.delta", **item, "delta": p} for p in [head, *pieces]]
+    events = [{"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+              *deltas,
+              {"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+                                                          "output": []}}]  # fmt: skip
+    for n, event in enumerate(events):
+        recorder.handle(SocketFrame("s", False, json.dumps(event), 3.0 + n / 1000))
+    recorder.handle(WebSocketEnded("s", 9.0))
+    recorder.close()
+    with sqlite3.connect(db) as conn:
+        frames = [json.loads(data) for (data,) in conn.execute(
+            "SELECT data FROM events WHERE data LIKE '{%' ORDER BY seq")]  # fmt: skip
+    texts = [
+        *stored_texts(db, "conversation-less"),
+        "".join(f.get("delta", "") for f in frames if isinstance(f, dict)),
+    ]
+    secret = LONG_SECRETS[kind][1]
+    assert sorted(run for run in runs_of(secret) if any(run in t for t in texts)) == []
+    assert texts[-1].startswith("my key is <redacted:") and texts[-1].endswith(" and that is all")
