@@ -139,7 +139,7 @@ PROSE = [
     "ids 7f3e9a1b-2c4d-4e6f-8a0b-1c2d3e4f5a6b call_AbC123xYz789QwE456 resp_0123456789abcdef"
     " msg_67ab12cd34ef56ab78cd90ef fc_68a1b2c3d4e5f6a7b8c9d0e1 conv-s user-1",
     "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 at 8.8.8.8",
-    "https://example.com/search?q=aws+keys&page=2 and AWS is a cloud; hf is a face",
+    "https://example.com/search?q=aws+keys&page=2&zipcode=12345&monkey=1 and AWS; hf is a face",
 ]
 
 

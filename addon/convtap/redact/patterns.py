@@ -120,8 +120,8 @@ _ASSIGNMENT = re.compile(
 )  # fmt: skip
 # A query parameter named like a secret, in any text (a Referer, a URL in prose).
 _QUERY = re.compile(
-    r"(?i)[?&](?:[\w.-]*?(?:token|secret|passw|sig|signature|code|key|auth|session|credential"
-    r"|pwd|pass|verify))=([^&#\s'\"<>\\]+)"
+    r"(?i)[?&](?:code|sig|key|pass|[\w.-]*?(?:token|secret|passw|signature|auth|session"
+    r"|credential|pwd|verify|api_?key|access_?key|private_?key))=([^&#\s'\"<>\\]+)"
 )
 # What the cheap search looks for, for those two, besides a secret key's name assigned a value.
 _QUERY_WORDS = ("?sig=", "&sig=", "?code=", "&code=", "?key=", "&key=", "signature=", "auth=",
