@@ -128,6 +128,15 @@ _QUERY_WORDS = ("?sig=", "&sig=", "?code=", "&code=", "?key=", "&key=", "signatu
                 "verify=")  # fmt: skip
 
 
+# A secret key's name assigned a value in prose or code (`AWS_SECRET_ACCESS_KEY=`, `password:`,
+# `access_token=` in a query): a value may be there.
+_ASSIGNED_TO_KEY = re.compile(
+    rb"(?:token(?!s)|secret|passw|passphrase|credential|session|[ _]key|apikey|authkey"
+    rb"|privatekey|_pass|pwd|contrase)[a-z0-9_]{0,24}+"
+    rb"(?:[\"'\]]{1,2}[ \t]*[:=]=?[ \t]*[\"'`a-z_/+]|[ \t]*[:=]=?[ \t]*[\"'`a-z0-9_/+])"
+)  # (quoted as a JSON key: not a number, `true`, an object; no value a pattern looks for)
+
+
 @dataclass(frozen=True)
 class ValuePattern:
     name: str
@@ -135,6 +144,7 @@ class ValuePattern:
     regex: re.Pattern[str]
     group: int = 0  # the part of a match that is the secret
     words: tuple[str, ...] | None = None  # what the cheap search looks for (None: the hints)
+    needs: re.Pattern[bytes] | None = None  # a cheaper look first (lowercase, `-` as `_`)
 
 
 def _denylist(detector: Any, *indexes: int) -> list[re.Pattern[str]]:
@@ -174,7 +184,7 @@ VALUE_PATTERNS: tuple[ValuePattern, ...] = (
     ValuePattern("google", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
     ValuePattern("hugging-face", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     ValuePattern("assignment", ("token", "secret", "passw", "passphrase", "credential", "key",
-                                "pass", "pwd", "contrase"), _ASSIGNMENT, 2, ()),
+                                "pass", "pwd", "contrase"), _ASSIGNMENT, 2, (), _ASSIGNED_TO_KEY),
     ValuePattern("query", ("=",), _QUERY, 1, _QUERY_WORDS),
     ValuePattern("jwt", ("eyj",),
                  re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}(?:\.[A-Za-z0-9_-]*)?")),
@@ -189,6 +199,14 @@ VALUE_PATTERNS: tuple[ValuePattern, ...] = (
                             r"|PuTTY-User-Key-File-\d:.*?(?:Private-MAC: [0-9a-f]+|$)", re.S)),
 )  # fmt: skip
 
+# Which patterns to try on a text: one search for every pattern's hints.
+_HINT_WORDS = sorted({_fold(hint) for pattern in VALUE_PATTERNS for hint in pattern.hints})
+_PATTERN_HINTS = ahocorasick_rs.BytesAhoCorasick([word.encode() for word in _HINT_WORDS])
+_PATTERNS_OF = [
+    [n for n, pattern in enumerate(VALUE_PATTERNS) if word in map(_fold, pattern.hints)]
+    for word in _HINT_WORDS
+]
+
 # Text that names a key without being one: markers the server sends as values.
 _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"last_token"',
              '"resume_conversation_token"')  # fmt: skip
@@ -200,12 +218,6 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
 _KEY_HINTS = ["token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential",
               "session", "challenge", "_key", 'key"', "apikey", "authkey", "privatekey",
               'pass"', "contrase", "pwd", '"auth"', '/auth"', '"verify"', '/verify"']  # fmt: skip
-# A secret key's name assigned a value in prose or code (`AWS_SECRET_ACCESS_KEY=`, `password:`,
-# `access_token=` in a query): a value may be there.
-_ASSIGNED_TO_KEY = re.compile(
-    rb"(?:token(?!s)|secret|passw|passphrase|credential|session|_key|apikey|authkey|privatekey"
-    rb"|pwd|contrase)[a-z0-9_]{0,24}+[\"'\]]{0,2}[ \t]*[:=][ \t]*[\"'`a-z_/+]"
-)  # (a JSON number, `true`, an object: no value a pattern looks for)
 _KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))
 _VALUE_WORDS = [w for w in dict.fromkeys(
     _fold(word) for pattern in VALUE_PATTERNS
@@ -344,10 +356,13 @@ def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
 def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
     """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
     `keyed`: the text may be JSON text, and the values of its secret keys count too."""
-    low = text.lower()
+    folded = text.lower().encode("utf-8", "surrogatepass").replace(b"-", b"_")
     found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
-    for pattern in VALUE_PATTERNS:
-        if not any(hint in low for hint in pattern.hints):
+    hinted = {n for hint, _, _ in _PATTERN_HINTS.find_matches_as_indexes(folded, overlapping=True)
+              for n in _PATTERNS_OF[hint]}  # fmt: skip
+    for n in sorted(hinted):
+        pattern = VALUE_PATTERNS[n]
+        if pattern.needs is not None and pattern.needs.search(folded) is None:
             continue
         for match in pattern.regex.finditer(text):
             secret = match.group(pattern.group)

@@ -61,6 +61,19 @@ class Carry:
     text: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """Where a stream stands after a chunk, as a look left it: read only when it goes out."""
+
+    secret_path: bool
+    item: object
+    run: _Run
+    count: int  # pieces of the run up to here
+
+    def carry(self) -> Carry:
+        return Carry(self.secret_path, self.item, self.run.text(self.count))
+
+
 @dataclass
 class Held:
     at: float
@@ -69,8 +82,9 @@ class Held:
     keep: Keep  # where it goes when it goes (its flow's raw rows)
     appended: int  # characters of text its bare frames and appends add
     values: bool  # a hint of a secret value in it
-    after: Carry  # where the stream stands after it
+    after: Carry | _Mark  # where the stream stands after it
     stored: str | None = None  # its text as the last look redacted it (None: as it came)
+    parsed: list[object] | None = None  # its events' data as JSON, read at its first look
 
     def out(self) -> None:
         self.keep(self.at, len(self.events), self.text if self.stored is None else self.stored)
@@ -86,11 +100,12 @@ class _Run:
         self.item, self.before = item, before
         self.pieces: list[tuple[int, str, str]] = []  # (position in the events, text, field)
 
-    def text(self) -> str:
-        """The end of the string so far (at most LONGEST characters), as it came."""
+    def text(self, count: int) -> str:
+        """The end of the string after its first `count` pieces (at most LONGEST characters),
+        as it came."""
         out: list[str] = []
         size = 0
-        for _, piece, _ in reversed(self.pieces):
+        for _, piece, _ in reversed(self.pieces[:count]):
             out.append(piece)
             size += len(piece)
             if size >= LONGEST:
@@ -105,7 +120,8 @@ class _Run:
         if not self.pieces:
             return False
         whole = self.before + "".join(piece for _, piece, _ in self.pieces)
-        spans = find_secrets(whole, keyed=hints(whole)[0])
+        keys, values = hints(whole)
+        spans = find_secrets(whole, keyed=keys) if keys or values else []
         if not spans:
             return False
         start = len(self.before)
@@ -182,10 +198,10 @@ class StreamRedaction:
         keys = keys or (appended_keys and bool(keyed_secrets(window)))
         self.tail = window[-TAIL:]
         self.hinted(keys, values)
-        before = self.held[-1].after if self.held else self.carry
+        before = _carry(self.held[-1].after) if self.held else self.carry
         item = ANY_ITEM if pieces else before.item
         after = Carry(self.state.secret_path, item, (before.text + pieces)[-TAIL:])
-        self.held.append(Held(at, text, events, keep, len(pieces), values, after))
+        self.held.append(Held(at, text, tuple(events), keep, len(pieces), values, after))
         if keys or values or self.state.secret_path or self.open:
             self._look(any(held.values for held in self.held))
         self._release()
@@ -207,7 +223,7 @@ class StreamRedaction:
 
     def _out(self, held: Held) -> None:
         held.out()
-        self.carry = _kept(held.after)
+        self.carry = _kept(_carry(held.after))
 
     def flush_older(self, than: float) -> None:
         """Chunks held since before `than` go out (the stream paused)."""
@@ -228,24 +244,31 @@ class StreamRedaction:
         run = _Run(self.carry.item, self.carry.text)
         out: list[SSEEvent] = []
         for held in self.held:
-            for event in held.events:
-                run = self._event(event, out, run, state, scrub)
-            held.after = Carry(state.secret_path, run.item, run.text())
+            if held.parsed is None:
+                held.parsed = [_parsed(event.data) for event in held.events]
+            for event, value in zip(held.events, held.parsed, strict=True):
+                run = self._event(event, value, out, run, state, scrub)
+            held.after = _Mark(state.secret_path, run.item, run, len(run.pieces))
         self.open = run.close(out, self.redactor)
         self.state.secret_path = state.secret_path
         for held in self.held:
             count = len(held.events)
             redacted, out = out[:count], out[count:]
-            held.stored = None if list(held.events) == redacted else "".join(
+            held.stored = None if held.events == tuple(redacted) else "".join(
                 format_event(e) for e in redacted
             )  # fmt: skip
 
     def _event(
-        self, event: SSEEvent, out: list[SSEEvent], run: _Run, state: StreamState, scrub: bool
+        self,
+        event: SSEEvent,
+        value: object,
+        out: list[SSEEvent],
+        run: _Run,
+        state: StreamState,
+        scrub: bool,
     ) -> _Run:
-        """One event redacted into `out`; the run its piece joins (a new one when it starts
-        another string)."""
-        value = _parsed(event.data)
+        """One event (and its data as JSON, never changed) redacted into `out`; the run its
+        piece joins (a new one when it starts another string)."""
         if event.event not in ("delta", "message"):  # a name is searched as a value is
             event = event._replace(event=self.redactor.event_name(event.event))
         if event.event == "delta" and isinstance(value, dict):
@@ -287,6 +310,10 @@ class StreamRedaction:
         if not isinstance(redacted, dict) or redacted == {**value, holder: ""}:
             return event
         return event._replace(data=dumps({**redacted, holder: value[holder]}) or event.data)
+
+
+def _carry(after: Carry | _Mark) -> Carry:
+    return after if isinstance(after, Carry) else after.carry()
 
 
 def _kept(carry: Carry) -> Carry:
