@@ -94,11 +94,12 @@ class _Run:
     """The pieces that append to one string, after the text it already had (`before`, gone out
     already): put back together, searched, and cut."""
 
-    __slots__ = ("before", "item", "pieces")
+    __slots__ = ("after", "before", "item", "pieces")
 
     def __init__(self, item: object = None, before: str = "") -> None:
         self.item, self.before = item, before
         self.pieces: list[tuple[int, str, str]] = []  # (position in the events, text, field)
+        self.after: str | None = None  # its text after the last secret closed (when one was)
 
     def text(self, count: int) -> str:
         """The end of the string after its first `count` pieces (at most LONGEST characters),
@@ -124,6 +125,7 @@ class _Run:
         spans = find_secrets(whole, keyed=keys) if keys or values else []
         if not spans:
             return False
+        self.after = whole[spans[-1][1] :]
         start = len(self.before)
         for position, piece, holder in self.pieces:
             end = start + len(piece)
@@ -250,6 +252,8 @@ class StreamRedaction:
                 run = self._event(event, value, out, run, state, scrub)
             held.after = _Mark(state.secret_path, run.item, run, len(run.pieces))
         self.open = run.close(out, self.redactor)
+        if run.after is not None and not self.open:  # what is left to look for starts after it
+            self.tail = run.after[-TAIL:]
         self.state.secret_path = state.secret_path
         for held in self.held:
             count = len(held.events)
