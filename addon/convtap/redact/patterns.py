@@ -130,11 +130,15 @@ _QUERY_WORDS = ("?sig=", "&sig=", "?code=", "&code=", "?key=", "&key=", "signatu
 
 # A secret key's name assigned a value in prose or code (`AWS_SECRET_ACCESS_KEY=`, `password:`,
 # `access_token=` in a query): a value may be there.
-_ASSIGNED_TO_KEY = re.compile(
-    rb"(?:token(?!s)|secret|passw|passphrase|credential|session|[ _]key|apikey|authkey"
-    rb"|privatekey|_pass|pwd|contrase)[a-z0-9_]{0,24}+"
+_ASSIGNING = (  # after a key's name: `=`, `:` or `:=`, and the start of a value
+    rb"[a-z0-9_]{0,24}+"
     rb"(?:[\"'\]]{1,2}[ \t]*[:=]=?[ \t]*[\"'`a-z_/+]|[ \t]*[:=]=?[ \t]*[\"'`a-z0-9_/+])"
 )  # (quoted as a JSON key: not a number, `true`, an object; no value a pattern looks for)
+_ASSIGNED_TO_KEY = re.compile(
+    rb"(?:token(?!s)|secret|passw|passphrase|credential|session|[ _]key|apikey|authkey"
+    rb"|privatekey|_pass|pwd|contrase)" + _ASSIGNING
+)
+_ASSIGNED_AFTER = re.compile(_ASSIGNING)  # right after a key hint found by the search
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,7 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     for start in range(0, len(folded), _WINDOW):
         if values and (keys or not want_keys):
             break
-        wanted = (not keys, not values)  # keys until found: a value may be assigned to one
+        wanted = (not keys or not values, not values)  # a value may be assigned to a key
         window = folded[start : start + _WINDOW + _LONGEST - 1]
         matches = _FINDERS[wanted].find(window)
         found = {index for index, _, _ in matches}
@@ -301,10 +305,11 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
             return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
         if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
             found = _outside_markers(window, matches, _FINDERS[wanted])
-        keys = keys or not found.isdisjoint(_KEY_IDS)
-        values = values or not found.isdisjoint(_VALUE_IDS) or (
-            keys and _ASSIGNED_TO_KEY.search(window) is not None
-        )  # fmt: skip
+        named = not found.isdisjoint(_KEY_IDS)
+        keys = keys or named
+        values = values or not found.isdisjoint(_VALUE_IDS) or (named and any(
+            _ASSIGNED_AFTER.match(window, end) for index, _, end in matches if index in _KEY_IDS
+        ))  # fmt: skip
     return keys and want_keys, values
 
 
