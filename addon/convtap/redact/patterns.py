@@ -297,7 +297,7 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     for start in range(0, len(folded), _WINDOW):
         if values and (keys or not want_keys):
             break
-        wanted = (not keys or not values, not values)  # a value may be assigned to a key
+        wanted = (not keys, not values)
         window = folded[start : start + _WINDOW + _LONGEST - 1]
         matches = _FINDERS[wanted].find(window)
         found = {index for index, _, _ in matches}
@@ -306,11 +306,20 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
         if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
             found = _outside_markers(window, matches, _FINDERS[wanted])
         named = not found.isdisjoint(_KEY_IDS)
+        values = (
+            values or not found.isdisjoint(_VALUE_IDS) or _assigned(window, matches, named, keys)
+        )
         keys = keys or named
-        values = values or not found.isdisjoint(_VALUE_IDS) or (named and any(
-            _ASSIGNED_AFTER.match(window, end) for index, _, end in matches if index in _KEY_IDS
-        ))  # fmt: skip
     return keys and want_keys, values
+
+
+def _assigned(window: bytes, matches: list[tuple[int, int, int]], named: bool, known: bool) -> bool:
+    """A value assigned to a secret key's name in the window: looked for right after each name
+    found in it (`named`), else, when keys were found before (and so not looked for here),
+    searched for."""
+    if named:
+        return any(_ASSIGNED_AFTER.match(window, end) for i, _, end in matches if i in _KEY_IDS)
+    return known and _ASSIGNED_TO_KEY.search(window) is not None
 
 
 def _outside_markers(
