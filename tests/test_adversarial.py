@@ -21,7 +21,7 @@ import pytest
 
 from tests.harness import MITMDUMP, burst_upstream, peak_mb_while
 from tests.runner import convtap
-from tests.seeds import SSE, call_and_return_har
+from tests.seeds import SSE, call_and_return_har, har_entry, user_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "mitm.py"
@@ -939,3 +939,87 @@ def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_pat
     assert len(sizes) >= len(raw.read_bytes()) // PIECE and max(sizes) <= 2 * PIECE, sizes[:5]
     assert events >= 20_000
     assert stored_bytes(db) == raw.read_bytes()
+
+
+# -- no secret in clear, of any kind, in the database, the report or an export ---------------------
+
+# Kinds a user pastes and a server echoes that were not caught at all: name -> (where, secret)
+UNCAUGHT = {
+    "google": ("prose", "AIzaSyD3x4mPl3Gk8Yq0Zr7Wt2Uv9Lb6Nc1Hj5Pe"),
+    "hugging-face": ("prose", "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"),
+    "aws-secret": ("prose", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    "stripe": ("prose", "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dcXyZ" * 2),
+    "api-key-with-a-space": ("key:Api Key", "apispaceCANARY0001"),
+    "private-key-with-a-space": ("key:private key", "privspaceCANARY0002"),
+    "passphrase": ("key:passphrase", "passphraseCANARY0003"),
+    "pass": ("key:pass", "passCANARY0004"),
+    "referer-token": ("referer", "access_token=refererCANARY0005"),
+    "referer-sig": ("referer", "sig=refererSIGcanary0006"),
+    "query-code": ("url", "code=oauthCODEcanary0007"),
+    "event-name": ("event", "sk-proj-eventNAMEcanary0008abcdefghij"),
+}
+
+
+def secret_of(text: str) -> str:
+    """The part that must not be stored: after `NAME=`, else all."""
+    return text.split("=", 1)[1] if "=" in text else text
+
+
+def uncaught_har() -> dict[str, object]:
+    prose = " and ".join(s for where, s in UNCAUGHT.values() if where == "prose")
+    request = user_turn(f"my keys: {prose}")
+    request["messages"][0]["metadata"] = {
+        where[4:]: secret for where, secret in UNCAUGHT.values() if where.startswith("key:")
+    }
+    body = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]", "").rstrip("\n")
+    named = UNCAUGHT["event-name"][1]
+    extra = [
+        f'event: {named}\ndata: {{"type": "server_ste_metadata", "note": 1}}',
+        'data: {"type": "server_ste_metadata", "note": ' + json.dumps(prose) + "}",
+        'data: {"type": "server_ste_metadata", "extra": '
+        + json.dumps(request["messages"][0]["metadata"]) + "}",
+        "data: [DONE]",
+    ]  # fmt: skip
+    stream = "\n\n".join([body, *extra]) + "\n\n"
+    query = UNCAUGHT["query-code"][1]
+    url = f"https://chatgpt.com/backend-api/f/conversation?{query}"
+    entry = har_entry(url, request, stream.encode(), "2026-11-30T10:00:00.000Z")
+    referer = "&".join(s for where, s in UNCAUGHT.values() if where == "referer")
+    entry["request"]["headers"].append(
+        {"name": "Referer", "value": f"https://chatgpt.com/c/abc?{referer}&lang=pt"}
+    )
+    return {"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
+                    "entries": [entry]}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outputs_of_uncaught(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The HAR of every kind imported; the database's files, the report, the exports."""
+    folder = tmp_path_factory.mktemp("kinds")
+    har = folder / "kinds.har"
+    har.write_text(json.dumps(uncaught_har()))
+    db = folder / "kinds.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    outputs = {"db": b"".join(p.read_bytes() for p in folder.glob("kinds.db*"))}
+    assert convtap("report", "--db", str(db), "--output", str(folder / "r.html")).returncode == 0
+    outputs["report"] = (folder / "r.html").read_bytes()
+    for flags in ([], ["--shape-only"], ["--blank-words"]):
+        out = folder / f"export{len(outputs)}.har"
+        assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
+        outputs[" ".join(["export", *flags])] = out.read_bytes()
+    assert b"<redacted:" in outputs["db"] and b"lang=pt" in outputs["db"]
+    return outputs
+
+
+@pytest.mark.parametrize("kind", sorted(UNCAUGHT))
+def test_no_kind_of_secret_is_in_the_database_the_report_or_an_export(
+    outputs_of_uncaught: dict[str, bytes], kind: str
+) -> None:
+    """Google and Hugging Face keys, an AWS secret key in prose, a Stripe key past 24
+    characters, JSON keys with a space, `passphrase`, `pass`, a Referer's query (an allow-listed
+    header), a URL's `code=`, a key as an SSE event name: each was stored in clear, and went on
+    into the report and the HAR export (`--shape-only` too)."""
+    secret = secret_of(UNCAUGHT[kind][1]).encode()
+    parts = (secret, secret[-12:])  # the end too: a Stripe key lost only its first 24
+    leaks = [where for where, data in outputs_of_uncaught.items() if any(p in data for p in parts)]
+    assert leaks == []

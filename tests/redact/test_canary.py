@@ -5,6 +5,7 @@ the database file (or its WAL)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import sqlite3
@@ -12,11 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from convtap.journal.events import BodyChunk, RequestSeen, ResponseEnded, ResponseStarted
+from convtap.journal.events import (
+    BodyChunk,
+    RequestSeen,
+    ResponseEnded,
+    ResponseStarted,
+    WebSocketEnded,
+)
+from convtap.journal.events import WebSocketMessage as SocketFrame
 from convtap.proxy.addon import ConvtapAddon
 from convtap.record.local import LocalRecorder
-from convtap.redact.patterns import hints
+from convtap.redact.patterns import PLACEHOLDER, hints
 from convtap.wire.turn import TurnSummary, decode_turn, message_text
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.websocket import WebSocketMessage
@@ -138,7 +148,7 @@ def record_handoff(tmp_path: Path, frames: list[str]) -> tuple[Path, list[str]]:
     addon = ConvtapAddon()
     db = tmp_path / "ws.db"
     body = (SSE / "handoff_ws.sse").read_text()
-    body = re.sub(r"eyJ[\w.-]+", "plain-resume-token", body)  # no hint of a value in HTTP
+    body = re.sub(r'"eyJ[\w.-]+"', "12345", body)  # no hint of a value in HTTP
     assert hints(body)[1] is False
     sse = tutils.tresp(headers=http.Headers(content_type="text/event-stream"),
                        content=body.encode())  # fmt: skip
@@ -529,3 +539,220 @@ def test_a_secret_keys_value_in_streamed_call_arguments_is_redacted(
 
 def message_of(turn: TurnSummary, message_id: str) -> dict[str, Any]:
     return next(m for m in turn.messages if m["id"] == message_id)
+
+
+# -- a secret whose start arrives whole and whose rest follows in small frames ---------------------
+
+# (what may stay: the kind's public prefix, the secret, what follows it and may stay too)
+LONG_SECRETS = {
+    "openai": ("sk-proj-", "A1b2C3d4E5f6G7h8I9j0" + "KxLmNoPqRsTuVwXyZ012" * 6, ""),
+    "anthropic": ("sk-ant-api03-", "Qw9rTzY8uIoP" * 11, ""),
+    "jwt": ("eyJ", "hbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0"
+            ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", ""),
+    "slack": ("xoxb-", "1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", ""),
+    "github-fine-grained": ("github_pat_", "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123"
+                            "456789ABCDEFGHIJKLMNOPQRSTUV", ""),
+    "bearer": ("Bearer ", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ", ""),
+    "pem": ("-----BEGIN PRIVATE KEY-----\n",
+            "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+            "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\n" * 12,
+            "-----END PRIVATE KEY-----"),
+}  # fmt: skip
+
+
+def runs_of(secret: str, size: int = 8) -> set[str]:
+    """Every run of `size` characters of a secret (a line of a PEM body on its own)."""
+    return {line[i : i + size] for line in secret.split("\n") for i in range(len(line) - size + 1)}
+
+
+def stored_texts(db: Path, protocol: str) -> list[str]:
+    """Every column of every row of the capture, and the text its raw events decode to."""
+    with sqlite3.connect(db) as conn:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        texts = [str(v) for t in tables for row in conn.execute(f'SELECT * FROM "{t}"')
+                 for v in row if v is not None]  # fmt: skip
+        stored = raw_events(conn)
+    if protocol == "conversation-less":
+        return texts
+    if protocol == "responses":
+        texts.append("".join(json.loads(line[6:]).get("delta", "") for line in stored.splitlines()
+                             if line.startswith("data: {") and ".delta" in line))  # fmt: skip
+    else:
+        texts += [message_text(m) for m in decode_turn([stored.encode()]).messages]
+    return texts
+
+
+def leaked_runs(secret: str, db: Path, protocol: str) -> list[str]:
+    texts = stored_texts(db, protocol)
+    return sorted(run for run in runs_of(secret) if any(run in text for text in texts))
+
+
+def record_chunks(db: Path, path: str, request: bytes, chunks: list[str]) -> None:
+    """One streamed answer to `POST path` through the recorder, one network chunk each."""
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    stream = (("content-type", "text/event-stream"),)
+    recorder.handle(RequestSeen("f1", "POST", "https://x" + path, "x", path, (), request, 1.0))
+    recorder.handle(ResponseStarted("f1", 200, stream))
+    for chunk in chunks:
+        recorder.handle(BodyChunk("f1", chunk.encode(), 1.0))
+    recorder.handle(ResponseEnded("f1", 200, stream, None, "complete", 2.0))
+    recorder.close()
+
+
+def conversation_chunks(head: str, pieces: list[str]) -> list[str]:
+    """A turn whose text begins, in its first chunk, with `head`, then goes on in bare frames
+    (one network chunk each)."""
+    message = {"id": "m1", "author": {"role": "assistant"}, "status": "in_progress",
+               "content": {"content_type": "text", "parts": [""]}, "recipient": "all"}  # fmt: skip
+    first = "".join([
+        'event: delta_encoding\ndata: "v1"\n\n',
+        delta({"p": "", "o": "add", "v": {"message": message, "conversation_id": "c1"}}),
+        delta({"p": "/message/content/parts/0", "o": "append", "v": head}),
+    ])  # fmt: skip
+    return [first, *(delta({"v": piece}) for piece in pieces), "data: [DONE]\n\n"]
+
+
+def responses_chunks(kind: str, head: str, pieces: list[str]) -> list[str]:
+    """A Responses stream whose `kind` deltas carry `head` (in the first chunk), then `pieces`."""
+    item = {"item_id": "it_1", "output_index": 0, "content_index": 0}
+    event = f"response.{kind}.delta"
+    first = responses_event({"type": "response.created", "response": {"id": "resp_1"}})
+    first += responses_event({"type": event, **item, "delta": head})
+    last = responses_event({"type": "response.completed", "response": {"id": "resp_1"}})
+    return [first, *(responses_event({"type": event, **item, "delta": p}) for p in pieces), last]
+
+
+def split_secret(kind: str, cut: int = 20, size: int = 4) -> tuple[str, list[str]]:
+    """The first chunk's text (prose, the kind's prefix and `cut` characters of the secret: a
+    key-shaped start already) and the rest in frames of `size` characters."""
+    prefix, secret, suffix = LONG_SECRETS[kind]
+    whole = prefix + secret + suffix + " and that is all"
+    head = "my key is " + whole[: len(prefix) + cut]
+    rest = whole[len(prefix) + cut :]
+    return head, [rest[i : i + size] for i in range(0, len(rest), size)]
+
+
+@pytest.mark.parametrize("kind", sorted(LONG_SECRETS))
+def test_the_rest_of_a_secret_whose_start_came_whole_is_redacted(tmp_path: Path, kind: str) -> None:
+    """The first chunk already holds a key-shaped start; the rest follows in 4-character bare
+    frames, a chunk each. The held chunks were redacted again after their first redaction, and
+    no pattern matches past a placeholder: the rest stayed in the raw events."""
+    head, pieces = split_secret(kind)
+    db = tmp_path / "rest.db"
+    record_chunks(db, "/backend-api/f/conversation", b"{}", conversation_chunks(head, pieces))
+    assert leaked_runs(LONG_SECRETS[kind][1], db, "conversation") == []
+    with sqlite3.connect(db) as conn:
+        ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
+        stored = raw_events(conn)
+    assert re.fullmatch(r"my key is (Bearer )?<redacted:[0-9a-f]{12}> and that is all", text), text
+    decoded = message_text(message_of(decode_turn([stored.encode()]), "m1"))
+    if kind != "pem":  # longer than the hold in 4-character frames: its start went out alone
+        assert decoded == text
+    assert PLACEHOLDER.sub("-", decoded) == PLACEHOLDER.sub("-", text)
+
+
+@pytest.mark.parametrize("kind", sorted(LONG_SECRETS))
+@pytest.mark.parametrize("event", ["output_text", "function_call_arguments"])
+def test_the_rest_of_a_secret_in_responses_deltas_is_redacted(
+    tmp_path: Path, kind: str, event: str
+) -> None:
+    head, pieces = split_secret(kind)
+    db = tmp_path / "rest.db"
+    request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
+    record_chunks(db, "/v1/responses", request, responses_chunks(event, head, pieces))
+    assert leaked_runs(LONG_SECRETS[kind][1], db, "responses") == []
+    text = stored_texts(db, "responses")[-1]
+    assert re.fullmatch(r"my key is (Bearer )?<redacted:[0-9a-f]{12}> and that is all", text), text
+
+
+@pytest.mark.parametrize("kind", ["openai", "jwt", "pem"])
+def test_the_rest_of_a_secret_in_websocket_frames_is_redacted(tmp_path: Path, kind: str) -> None:
+    """The same through the user WebSocket: the start in one frame's stream item, the rest in
+    the items of the frames after it."""
+    head, pieces = split_secret(kind, size=40)
+    frames = [json.loads(frame) for frame in handoff_frames()]
+    at = next(i for i, frame in enumerate(frames) if "uma plani" in json.dumps(frame))
+    del frames[at + 1]  # its catch-up copy
+    added = len(pieces)
+    for frame in frames[at + 1 :]:  # the frames after it move on, their items chained after
+        frame[0]["offset"] += added if frame[0]["offset"] > frames[at][0]["offset"] else 0
+        inner = frame[0]["payload"]["payload"]
+        if inner.get("parent_stream_item_id") == "si-4":
+            inner["parent_stream_item_id"] = f"si-4.{added}"
+    copies = []
+    for n, text in enumerate([head, *pieces]):
+        copy = json.loads(json.dumps(frames[at]))
+        inner = copy[0]["payload"]["payload"]
+        copy[0]["offset"] += n
+        inner["encoded_item"] = delta({"v": text})
+        if n:
+            inner["stream_item_id"], inner["parent_stream_item_id"] = f"si-4.{n}", "si-4" + (
+                f".{n - 1}" if n > 1 else "")  # fmt: skip
+        copies.append(copy)
+    frames[at : at + 1] = copies
+    frames_text = [json.dumps(frame) for frame in frames]
+    db, texts = record_handoff(tmp_path, frames_text)
+    assert leaked_runs(LONG_SECRETS[kind][1], db, "conversation") == []
+    assert any("my key is <redacted:" in text for text in texts)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    kind=st.sampled_from(sorted(LONG_SECRETS)),
+    protocol=st.sampled_from(["conversation", "responses"]),
+    cuts=st.lists(st.integers(0, 2000), max_size=40),
+)
+def test_any_split_of_a_secret_across_frames_leaves_none_of_it(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, protocol: str, cuts: list[int]
+) -> None:
+    """Hypothesis cuts a secret (and the prose around it) anywhere into frames, a network chunk
+    each: no run of 8 of its characters past its public prefix is in any column of the
+    capture, nor in the text its raw events decode to."""
+    prefix, secret, suffix = LONG_SECRETS[kind]
+    whole = f"my key is {prefix}{secret}{suffix} and that is all"
+    points = sorted({c % (len(whole) + 1) for c in cuts} | {0, len(whole)})
+    pieces = [whole[a:b] for a, b in itertools.pairwise(points) if whole[a:b]]
+    db = tmp_path_factory.mktemp("split") / "split.db"
+    if protocol == "responses":
+        request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
+        record_chunks(db, "/v1/responses", request,
+                      responses_chunks("output_text", pieces[0], pieces[1:]))  # fmt: skip
+    else:
+        record_chunks(db, "/backend-api/f/conversation", b"{}",
+                      conversation_chunks(pieces[0], pieces[1:]))  # fmt: skip
+    assert leaked_runs(secret, db, protocol) == []
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "github-fine-grained", "pem"])
+def test_the_rest_of_a_secret_in_responses_websocket_frames_is_redacted(
+    tmp_path: Path, kind: str
+) -> None:
+    """The Responses API's WebSocket mode: each server event is a frame of its own."""
+    head, pieces = split_secret(kind)
+    db = tmp_path / "socket.db"
+    recorder = LocalRecorder(str(db), redact=True, echo="off")
+    recorder.handle(RequestSeen("s", "GET", "http://x/v1/responses", "x", "/v1/responses", (),
+                                None, 1.0))  # fmt: skip
+    create = {"type": "response.create", "model": "m", "input": "hi"}
+    recorder.handle(SocketFrame("s", True, json.dumps(create), 2.0))
+    item = {"item_id": "it_1", "output_index": 0, "content_index": 0}
+    deltas = [{"type": "response.output_text.delta", **item, "delta": p} for p in [head, *pieces]]
+    events = [{"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+              *deltas,
+              {"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+                                                          "output": []}}]  # fmt: skip
+    for n, event in enumerate(events):
+        recorder.handle(SocketFrame("s", False, json.dumps(event), 3.0 + n / 1000))
+    recorder.handle(WebSocketEnded("s", 9.0))
+    recorder.close()
+    with sqlite3.connect(db) as conn:
+        frames = [json.loads(data) for (data,) in conn.execute(
+            "SELECT data FROM events WHERE data LIKE '{%' ORDER BY seq")]  # fmt: skip
+    texts = [
+        *stored_texts(db, "conversation-less"),
+        "".join(f.get("delta", "") for f in frames if isinstance(f, dict)),
+    ]
+    secret = LONG_SECRETS[kind][1]
+    assert sorted(run for run in runs_of(secret) if any(run in t for t in texts)) == []
+    assert texts[-1].startswith("my key is <redacted:") and texts[-1].endswith(" and that is all")

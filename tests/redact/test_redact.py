@@ -6,7 +6,14 @@ import json
 import tracemalloc
 
 import pytest
-from convtap.redact.patterns import hints, is_secret_key, keyed_secrets, value_hints
+from convtap.redact.patterns import (
+    EXACT_KEYS,
+    KEY_PARTS,
+    hints,
+    is_secret_key,
+    keyed_secrets,
+    value_hints,
+)
 from convtap.redact.redactor import Redactor
 
 
@@ -122,3 +129,44 @@ def test_keyed_secrets_finds_secret_keys_values_in_json_text(text: str, found: l
     spans = keyed_secrets(text)
     assert [secret for _, _, secret in spans] == found
     assert all(text[start:end] == secret for start, end, secret in spans)
+
+
+PROSE = [
+    "The secret: nothing to see here. Pass the salt, compass and bypass.",
+    "Set max_tokens=4096 and tokens: 500000; the token: the next word.",
+    "Your API key is in the dashboard; rotate the private key yearly.",
+    "a risk-adjusted task-management-system-overview, scikit-learn and sk-learn",
+    "ids 7f3e9a1b-2c4d-4e6f-8a0b-1c2d3e4f5a6b call_AbC123xYz789QwE456 resp_0123456789abcdef"
+    " msg_67ab12cd34ef56ab78cd90ef fc_68a1b2c3d4e5f6a7b8c9d0e1 conv-s user-1",
+    "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 at 8.8.8.8",
+    "https://example.com/search?q=aws+keys&page=2&zipcode=12345&monkey=1 and AWS; hf is a face",
+]
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_ordinary_prose_and_ids_are_kept(text: str) -> None:
+    """Words that name secrets, and ids the rows join on, are no secret: kept as they are, in
+    text, in JSON values and under keys that are not secret."""
+    redactor = Redactor(b"k" * 32)
+    assert redactor.scrub(text) == text
+    value = {"id": "m1", "text": text, "max_tokens": 5, "tokens": ["a"], "code": "rate_limit",
+             "passage": text, "key": "city", "sort_key": "name"}  # fmt: skip
+    assert redactor.json(value) == value
+    data = json.dumps({"v": text})
+    assert redactor.text(data) == data
+
+
+def _spellings(name: str) -> list[str]:
+    spaced = name.replace("_", " ")
+    return [name, name.upper(), name.replace("_", "-"), spaced.title(), spaced]
+
+
+@pytest.mark.parametrize("name", sorted({*KEY_PARTS, *EXACT_KEYS}))
+def test_every_secret_key_name_is_a_hint_in_every_spelling(name: str) -> None:
+    """The cheap search looks for fewer words than there are secret key names (past about a
+    hundred words it runs at half the speed): each name, in each spelling, as a JSON key and as
+    a delta's path, must still be found, and be a secret key."""
+    for key in _spellings(name):
+        assert is_secret_key(key), key
+        assert hints(json.dumps({key: "x"}))[0], key
+        assert hints(json.dumps({"p": f"/message/metadata/{key}", "o": "append"}))[0], key

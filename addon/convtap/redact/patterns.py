@@ -3,14 +3,15 @@ that tells which text may hold one.
 
 A secret is found two ways:
 
-- by where it sits: a JSON key (in any case, with `-` or `_`, after JSON unescaping: `Token`,
-  `Access_Token`, `x-api-key`, `authoriz\\u0061tion`), a delta whose path names such a key (and
-  the bare frames that go on appending to it), a header outside an allow-list, a URL's query
-  parameter;
-- by what it looks like, anywhere in stored text: API keys (OpenAI, Anthropic, AWS, GitHub,
-  GitLab, Slack, Stripe, SendGrid, PyPI, Square: the token-shaped detectors of detect-secrets,
-  plus current OpenAI and Anthropic key formats), JWTs, `Bearer` / `Basic` credentials,
-  credentials in URLs, and PEM private keys.
+- by where it sits: a JSON key (in any case, with `-`, `_` or a space, after JSON unescaping:
+  `Token`, `Access_Token`, `x-api-key`, `Api Key`, `authoriz\\u0061tion`), a delta whose path
+  names such a key (and the bare frames that go on appending to it), a header outside an
+  allow-list, a URL's query parameter (in a URL, a header or prose), a value assigned to a secret
+  key's name in prose or code (`AWS_SECRET_ACCESS_KEY=…`);
+- by what it looks like, anywhere in stored text: API keys (OpenAI, Anthropic, Google, Hugging
+  Face, AWS, GitHub, GitLab, Slack, Stripe, SendGrid, PyPI, Square, Azure storage, npm,
+  Mailchimp, Artifactory, Telegram: detect-secrets' detectors as a floor, plus current key
+  formats), JWTs, `Bearer` / `Basic` credentials, credentials in URLs, and private keys.
 
 Text is first looked at cheaply (`hints`): lowercased, JSON-unescaped, searched once for every
 hint of a key or a value (Aho-Corasick). Only text with a hint is parsed and walked.
@@ -25,14 +26,15 @@ from typing import Any
 
 import ahocorasick_rs
 from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.github_token import GitHubTokenDetector
 from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
 from detect_secrets.plugins.openai import OpenAIDetector
 from detect_secrets.plugins.pypi_token import PypiTokenDetector
 from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
 
 PLACEHOLDER_PREFIX = "<redacted:"
 PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
@@ -43,11 +45,17 @@ PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
 # count of tokens), or is one of EXACT_KEYS; its value is secret when it is a string, an object
 # or an array (a number or a boolean never is).
 KEY_PARTS = (
-    "token", "secret", "passw", "authoriz", "cookie", "credential", "apikey", "api_key",
-    "private_key", "access_key", "session", "challenge",
+    "token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential", "apikey",
+    "api_key", "private_key", "privatekey", "priv_key", "access_key", "session", "challenge",
+    # detect-secrets' keyword list
+    "auth_key", "authkey", "service_key", "account_key", "client_key", "db_key",
+    "database_key", "db_pass", "database_pass", "key_pass", "contraseña", "contrasena",
 )  # fmt: skip
 _KEY = re.compile("|".join(part if part != "token" else "token(?!s)" for part in KEY_PARTS))
-EXACT_KEYS = frozenset({"verify", "auth", "pwd"})
+EXACT_KEYS = frozenset({"verify", "auth", "pwd", "pass"})
+# Query parameters that are secret in a URL (an OAuth code, a signed URL's signature) but name
+# ordinary things as JSON keys (an error's `code`).
+QUERY_KEYS = frozenset({"code", "sig", "signature", "key", "x_amz_signature"})
 
 # Headers kept in clear (their values still scanned); every other header's value is replaced.
 HEADER_ALLOW_LIST = frozenset(
@@ -68,8 +76,18 @@ def is_secret_key(key: object) -> bool:
 
 @functools.lru_cache(maxsize=4096)  # a message's keys are the same few names again and again
 def _is_secret_name(key: str) -> bool:
-    name = key.strip().lower().replace("-", "_")
+    name = _folded_name(key)
     return name in EXACT_KEYS or _KEY.search(name) is not None
+
+
+def _folded_name(key: str) -> str:
+    """A key as keys are compared: lowercased, `-` and spaces as `_` (`Api Key`, `api-key`)."""
+    return key.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def is_secret_query_key(key: str) -> bool:
+    """A query parameter whose value is secret."""
+    return is_secret_key(key) or _folded_name(key) in QUERY_KEYS
 
 
 def path_is_secret(path: str) -> bool:
@@ -80,12 +98,57 @@ def path_is_secret(path: str) -> bool:
 # -- values ----------------------------------------------------------------------------------------
 
 
+def _fold(text: str) -> str:
+    """Lowercase text (or a hint) as the search folds it: `-` as `_`."""
+    return text.replace("-", "_")
+
+
+# A secret assigned in prose or code (`AWS_SECRET_ACCESS_KEY=…`, `password: …`, `api_key = "…"`):
+# detect-secrets' keyword list, then `=`, `:` or `:=`, then the value (6 characters or more).
+_ASSIGNED = (
+    "api_key", "apikey", "auth_key", "authkey", "service_key", "account_key", "db_key",
+    "database_key", "priv_key", "private_key", "client_key", "db_pass", "database_pass",
+    "key_pass", "password", "passwd", "pwd", "secret", "contraseña", "contrasena", "token",
+    "passphrase", "access_key", "secret_key", "credential",
+)  # fmt: skip
+_ASSIGNMENT = re.compile(
+    r"(?i)(?:" + "|".join(w.replace("_", "[_ -]?") if w != "token" else "token(?!s)"
+                          for w in _ASSIGNED)
+    + r")[\w-]*?[\]'\"]{0,2}[ \t]*(?::=|=|:)[ \t]*"
+    # quoted, or else not a plain word (prose: "secret: nothing")
+    r"(?:(['\"`])|(?=[^\s'\"`,;<>\\&]*[\d_/+=.!@#$%^*-]))([^\s'\"`,;<>\\&]{6,})"
+)  # fmt: skip
+# A query parameter named like a secret, in any text (a Referer, a URL in prose).
+_QUERY = re.compile(
+    r"(?i)[?&](?:code|sig|key|pass|[\w.-]*?(?:token|secret|passw|signature|auth|session"
+    r"|credential|pwd|verify|api_?key|access_?key|private_?key))=([^&#\s'\"<>\\]+)"
+)
+# What the cheap search looks for, for those two, besides a secret key's name assigned a value.
+_QUERY_WORDS = ("?sig=", "&sig=", "?code=", "&code=", "?key=", "&key=", "signature=", "auth=",
+                "verify=")  # fmt: skip
+
+
+# A secret key's name assigned a value in prose or code (`AWS_SECRET_ACCESS_KEY=`, `password:`,
+# `access_token=` in a query): a value may be there.
+_ASSIGNING = (  # after a key's name: `=`, `:` or `:=`, and the start of a value
+    rb"[a-z0-9_]{0,24}+"
+    rb"(?:[\"'\]]{1,2}[ \t]*[:=]=?[ \t]*[\"'`a-z_/+]|[ \t]*[:=]=?[ \t]*[\"'`a-z0-9_/+])"
+)  # (quoted as a JSON key: not a number, `true`, an object; no value a pattern looks for)
+_ASSIGNED_TO_KEY = re.compile(
+    rb"(?:token(?!s)|secret|passw|passphrase|credential|session|[ _]key|apikey|authkey"
+    rb"|privatekey|_pass|pwd|contrase)" + _ASSIGNING
+)
+_ASSIGNED_AFTER = re.compile(_ASSIGNING)  # right after a key hint found by the search
+
+
 @dataclass(frozen=True)
 class ValuePattern:
     name: str
     hints: tuple[str, ...]  # lowercase text that any match contains
     regex: re.Pattern[str]
     group: int = 0  # the part of a match that is the secret
+    words: tuple[str, ...] | None = None  # what the cheap search looks for (None: the hints)
+    needs: re.Pattern[bytes] | None = None  # a cheaper look first (lowercase, `-` as `_`)
 
 
 def _denylist(detector: Any, *indexes: int) -> list[re.Pattern[str]]:
@@ -103,49 +166,75 @@ VALUE_PATTERNS: tuple[ValuePattern, ...] = (
                               "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"), p)
       for p in _denylist(GitLabTokenDetector)),
     *(ValuePattern("slack", ("xox", "hooks.slack.com"), p) for p in _denylist(SlackDetector)),
-    *(ValuePattern("stripe", ("k_live_",), p) for p in _denylist(StripeDetector)),
     *(ValuePattern("sendgrid", ("sg.",), p) for p in _denylist(SendGridDetector)),
     *(ValuePattern("pypi", ("pypi-",), p) for p in _denylist(PypiTokenDetector)),
     *(ValuePattern("square", ("sq0csp-",), p) for p in _denylist(SquareOAuthDetector)),
     *(ValuePattern("openai-legacy", ("t3blbkfj",), p) for p in _denylist(OpenAIDetector)),
+    *(ValuePattern("azure-storage", ("accountkey=",), p)
+      for p in _denylist(AzureStorageKeyDetector)),
+    *(ValuePattern("npm", ("_authtoken",), p) for p in _denylist(NpmDetector)),
+    ValuePattern("mailchimp", tuple(f"-us{n}" for n in range(10)),
+                 re.compile(r"\b[0-9a-z]{32}-us[0-9]{1,2}\b")),
+    ValuePattern("artifactory", ("akc",), re.compile(r"\bAKC[a-zA-Z0-9]{10,}")),
+    # Telegram bot tokens: the secret half begins with "AA" (detect-secrets takes any)
+    ValuePattern("telegram", (":aa",), re.compile(r"\b\d{8,10}:AA[0-9A-Za-z_-]{33}")),
     # formats those do not cover
     ValuePattern("openai-anthropic", ("sk-",),
                  re.compile(r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
     ValuePattern("github-fine-grained", ("github_pat_",),
                  re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+    ValuePattern("stripe", ("k_live_", "k_test_"),
+                 re.compile(r"\b[rs]k_(?:live|test)_[0-9a-zA-Z]{24,}")),  # whole, past 24
+    ValuePattern("google", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
+    ValuePattern("hugging-face", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ValuePattern("assignment", ("token", "secret", "passw", "passphrase", "credential", "key",
+                                "pass", "pwd", "contrase"), _ASSIGNMENT, 2, (), _ASSIGNED_TO_KEY),
+    ValuePattern("query", ("=",), _QUERY, 1, _QUERY_WORDS),
     ValuePattern("jwt", ("eyj",),
-                 re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?")),
+                 re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}(?:\.[A-Za-z0-9_-]*)?")),
     ValuePattern("bearer-basic", ("bearer", "basic"),
                  re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
     ValuePattern("url-credentials", ("://",),
                  re.compile(r"://[^\s/@:\"'<>]+:([^\s/@\"'<>]+)@"), 1),
-    ValuePattern("private-key", ("-----begin",),
-                 re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-                            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-                            r"|[A-Za-z0-9+/=\s\\]*)", re.S)),
+    ValuePattern("private-key", ("-----begin", "---- begin", "putty-user-key-file"),
+                 re.compile(r"(?:-----|---- )BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?(?:-----| ----)"
+                            r"(?:.*?(?:-----|---- )END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
+                            r"(?:-----| ----)|[A-Za-z0-9+/=\s\\]*)"
+                            r"|PuTTY-User-Key-File-\d:.*?(?:Private-MAC: [0-9a-f]+|$)", re.S)),
 )  # fmt: skip
+
+# Which patterns to try on a text: one search for every pattern's hints.
+_HINT_WORDS = sorted({_fold(hint) for pattern in VALUE_PATTERNS for hint in pattern.hints})
+_PATTERN_HINTS = ahocorasick_rs.BytesAhoCorasick([word.encode() for word in _HINT_WORDS])
+_PATTERNS_OF = [
+    [n for n, pattern in enumerate(VALUE_PATTERNS) if word in map(_fold, pattern.hints)]
+    for word in _HINT_WORDS
+]
 
 # Text that names a key without being one: markers the server sends as values.
 _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"last_token"',
              '"resume_conversation_token"')  # fmt: skip
 
 
-# An exact key is a hint as a JSON key (`"verify"`) and as the last segment of a delta's path
-# (`"p": "/message/metadata/verify"`), where it is a secret key too.
-_KEY_HINTS = [*KEY_PARTS, *(f'"{exact}"' for exact in EXACT_KEYS),
-              *(f'/{exact}"' for exact in EXACT_KEYS)]  # fmt: skip
-_KEY_WORDS = list(dict.fromkeys(hint.replace("-", "_") for hint in _KEY_HINTS))  # as text is folded
+# What the search looks for to tell that a secret key may be named: a part of every name in
+# KEY_PARTS (spelled with `-`, `_` or a space) and EXACT_KEYS, as a JSON key (`"verify"`,
+# `"Api Key"`) or as the last segment of a delta's path (`"p": "/message/metadata/verify"`).
+_KEY_HINTS = ["token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential",
+              "session", "challenge", "_key", 'key"', "apikey", "authkey", "privatekey",
+              'pass"', "contrase", "pwd", '"auth"', '/auth"', '"verify"', '/verify"']  # fmt: skip
+_KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))
 _VALUE_WORDS = [w for w in dict.fromkeys(
-    hint.replace("-", "_") for pattern in VALUE_PATTERNS for hint in pattern.hints
+    _fold(word) for pattern in VALUE_PATTERNS
+    for word in (pattern.hints if pattern.words is None else pattern.words)
 ) if w not in _KEY_WORDS]  # fmt: skip
 # What makes bytes unlike the text they encode, for this search: a JSON escape (`\\uXXXX`,
 # `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
 # in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
-_HARMLESS_FOLDED = [h.replace("-", "_") for h in _HARMLESS]
+_HARMLESS_FOLDED = [_fold(h) for h in _HARMLESS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
-# them all; a match's index says what it is. Once one kind of hint is found, an automaton
-# without it looks for the other: text full of "token" is not matched word by word.
+# them all; a match's index says what it is. Once values are found, an automaton without them
+# looks for keys. (Past about a hundred words, the automaton runs at half the speed.)
 _WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
 _VALUES_FROM = len(_KEY_WORDS)
 _UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
@@ -206,9 +295,9 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
-        wanted = (want_keys and not keys, not values)
-        if wanted == (False, False):
+        if values and (keys or not want_keys):
             break
+        wanted = (not keys, not values)
         window = folded[start : start + _WINDOW + _LONGEST - 1]
         matches = _FINDERS[wanted].find(window)
         found = {index for index, _, _ in matches}
@@ -216,9 +305,21 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
             return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
         if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
             found = _outside_markers(window, matches, _FINDERS[wanted])
-        keys = keys or not found.isdisjoint(_KEY_IDS)
-        values = values or not found.isdisjoint(_VALUE_IDS)
+        named = not found.isdisjoint(_KEY_IDS)
+        values = (
+            values or not found.isdisjoint(_VALUE_IDS) or _assigned(window, matches, named, keys)
+        )
+        keys = keys or named
     return keys and want_keys, values
+
+
+def _assigned(window: bytes, matches: list[tuple[int, int, int]], named: bool, known: bool) -> bool:
+    """A value assigned to a secret key's name in the window: looked for right after each name
+    found in it (`named`), else, when keys were found before (and so not looked for here),
+    searched for."""
+    if named:
+        return any(_ASSIGNED_AFTER.match(window, end) for i, _, end in matches if i in _KEY_IDS)
+    return known and _ASSIGNED_TO_KEY.search(window) is not None
 
 
 def _outside_markers(
@@ -269,10 +370,13 @@ def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
 def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
     """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
     `keyed`: the text may be JSON text, and the values of its secret keys count too."""
-    low = text.lower()
+    folded = text.lower().encode("utf-8", "surrogatepass").replace(b"-", b"_")
     found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
-    for pattern in VALUE_PATTERNS:
-        if not any(hint in low for hint in pattern.hints):
+    hinted = {n for hint, _, _ in _PATTERN_HINTS.find_matches_as_indexes(folded, overlapping=True)
+              for n in _PATTERNS_OF[hint]}  # fmt: skip
+    for n in sorted(hinted):
+        pattern = VALUE_PATTERNS[n]
+        if pattern.needs is not None and pattern.needs.search(folded) is None:
             continue
         for match in pattern.regex.finditer(text):
             secret = match.group(pattern.group)

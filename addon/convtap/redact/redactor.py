@@ -20,7 +20,9 @@ from convtap.redact.patterns import (
     hints,
     is_placeholder,
     is_secret_key,
+    is_secret_query_key,
     path_is_secret,
+    value_hints,
 )
 from convtap.wire.jsonvalue import dumps, loads
 from convtap.wire.sse import UNREAD_LINE, SSEEvent, format_event
@@ -184,8 +186,16 @@ class Redactor:
         if not keys and not values and not (state is not None and state.secret_path):
             return text
         return "".join(
-            format_event(e._replace(data=self.event_text(e.data, values, state))) for e in events
-        )
+            format_event(
+                e._replace(event=self.event_name(e.event),
+                           data=self.event_text(e.data, values, state))
+            )
+            for e in events
+        )  # fmt: skip
+
+    def event_name(self, name: str) -> str:
+        """An SSE event's name, searched as a value is (a server may put anything there)."""
+        return self.scrub(name) if name and value_hints(name) else name
 
     def unread(self, text: str) -> str:
         """SSE text whose lines that the decoder never reads (comments `: …`, such as the
@@ -220,6 +230,8 @@ class Redactor:
                 if line.startswith("data:"):
                     data = line[5:].removeprefix(" ")
                     line = "data: " + self.event_text(data, values, None).replace("\n", " ")
+                elif line.startswith("event:"):
+                    line = "event:" + self.event_name(line[6:])
                 lines.append(line)
             out.append("\n".join(lines))
         return "".join(out)
@@ -240,12 +252,15 @@ class Redactor:
         whose text holds no secret-shaped value."""
         parts = urlsplit(url)
         if parts.query:
-            query = [
-                (k, self.placeholder(v) if is_secret_key(k) and _holds_secret(v) else self.scrub(v))
-                for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            ]
+            query = [(k, self._query_value(k, v))
+                     for k, v in parse_qsl(parts.query, keep_blank_values=True)]  # fmt: skip
             url = urlunsplit(parts._replace(query=urlencode(query, safe="<>:")))
         return self.scrub(url)
+
+    def _query_value(self, key: str, value: str) -> str:
+        if is_secret_query_key(key) and _holds_secret(value):
+            return self.placeholder(value)
+        return self.scrub(value)
 
 
 class ClearText(Redactor):
@@ -286,6 +301,9 @@ class ClearText(Redactor):
 
     def sse_text(self, text: str) -> str:
         return text
+
+    def event_name(self, name: str) -> str:
+        return name
 
     def unread(self, text: str) -> str:
         return text

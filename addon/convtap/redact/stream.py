@@ -1,15 +1,21 @@
-"""Redaction of an event stream as it is stored: raw SSE chunks, in order, one held back.
+"""Redaction of an event stream as it is stored: raw SSE chunks, in order, some held back.
 
 A model streams its text in bare frames (`{"v": " to"}`, `{"v": "ken"}`): a secret in its output
 (an API key the user pasted and the model repeats) arrives cut into pieces, across events and
 across network chunks, so no single event holds it. So the text that bare frames append to one
-string is put back together (with the end of the previous chunk's), searched, and a secret found
-in it is replaced piece by piece: the piece where it starts carries the placeholder, the others
-lose their part of it, and the stream still decodes (to the redacted text). The last chunks of
-a stream are held back until the ones after them have appended `TAIL` characters (more than a
-secret is long), or the stream pauses or ends, in case a secret runs across them: one chunk
-mostly (a network chunk appends far more), more when they are small (a WebSocket frame carries
-one stream item); at most `MAX_HELD` chunks and `MAX_HELD_TEXT` characters per stream.
+string (or a Responses API item's `*.delta` events) is put back together, searched, and a secret
+found in it is replaced piece by piece: the piece where it starts carries the placeholder, the
+others lose their part of it, and the stream still decodes (to the redacted text).
+
+Each byte is redacted once, from the text as it came: the held chunks are kept as they came and
+looked at again, together, whenever a chunk with a hint arrives (a placeholder written by an
+earlier look would hide the secret's start from the next). A chunk is held until the ones after
+it have appended `TAIL` characters (more than a secret's start needs to be recognised) and no
+secret found ends near the end of what came so far (it may go on), or the stream pauses or ends;
+at most `MAX_HELD` chunks and `MAX_HELD_TEXT` characters per stream. What went out is
+remembered (`Carry`): the end of the string it was appending to, from the start of a secret still
+open (up to `LONGEST` characters), so that the rest of a secret that went out cut short is cut too.
+The hold is in the recorder's copy of the stream: the client has its bytes already.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.redact.patterns import find_secrets, hints, keyed_secrets
+from convtap.redact.patterns import find_secrets, hints, keyed_secrets, path_is_secret
 from convtap.redact.redactor import Redactor, StreamState
 from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
@@ -28,40 +34,131 @@ from convtap.wire.sse import SSEEvent, SSEParser, format_event
 from convtap.wire.wsturn import frame_messages
 
 # A delta ending in a string `v` (a bare frame, an append, ...) as the server writes it; the
-# string's JSON text (escapes kept) in group 1: what is appended, put back together.
+# string's JSON text (escapes kept) in group 2: what is appended, put back together.
 _STRING_DELTA = re.compile(
     r'event: delta\ndata: \{(?:"p": ?("[^"\\\n]*"), ?"o": ?"append", ?)?'
     r'"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n'
 )
-TAIL = 400  # characters of appended text kept to find a secret cut at a chunk boundary
+TAIL = 400  # characters appended after a chunk before it goes out (a secret's start is seen)
+LONGEST = 8192  # characters of one secret seen whole across what went out (a PEM key: ~3,300)
+NEAR = 64  # characters after the end of a secret found that may still belong to it (an END line)
 MAX_HELD = 64  # chunks held back per stream, at most
 MAX_HELD_TEXT = 1 << 20  # characters of them, at most (beyond, the oldest go out)
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
-Piece = tuple[int, str, str]  # (position among the events, its text, the field that holds it)
 KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
+ANY_ITEM = object()  # a string whose item is not known: the next `*.delta` continues it
+
+
+@dataclass(frozen=True, slots=True)
+class Carry:
+    """Where a stream stands after a chunk: whether its sticky delta path names a secret key,
+    and the string its pieces were appending to (the Responses item, or None for bare frames;
+    the end of its text as it came)."""
+
+    secret_path: bool = False
+    item: object = None
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """Where a stream stands after a chunk, as a look left it: read only when it goes out."""
+
+    secret_path: bool
+    item: object
+    run: _Run
+    count: int  # pieces of the run up to here
+
+    def carry(self) -> Carry:
+        return Carry(self.secret_path, self.item, self.run.text(self.count))
 
 
 @dataclass
 class Held:
     at: float
-    text: str
-    events: Sequence[SSEEvent]
+    text: str  # as it came (lines the decoder does not read already redacted)
+    events: Sequence[SSEEvent]  # as they came
     keep: Keep  # where it goes when it goes (its flow's raw rows)
     appended: int  # characters of text its bare frames and appends add
+    values: bool  # a hint of a secret value in it
+    after: Carry | _Mark  # where the stream stands after it
+    stored: str | None = None  # its text as the last look redacted it (None: as it came)
+    parsed: list[object] | None = None  # its events' data as JSON, read at its first look
 
     def out(self) -> None:
-        self.keep(self.at, len(self.events), self.text)
+        self.keep(self.at, len(self.events), self.text if self.stored is None else self.stored)
+
+
+class _Run:
+    """The pieces that append to one string, after the text it already had (`before`, gone out
+    already): put back together, searched, and cut."""
+
+    __slots__ = ("after", "before", "item", "pieces")
+
+    def __init__(self, item: object = None, before: str = "") -> None:
+        self.item, self.before = item, before
+        self.pieces: list[tuple[int, str, str]] = []  # (position in the events, text, field)
+        self.after: str | None = None  # its text after the last secret closed (when one was)
+
+    def text(self, count: int) -> str:
+        """The end of the string after its first `count` pieces (at most LONGEST characters),
+        as it came."""
+        out: list[str] = []
+        size = 0
+        for _, piece, _ in reversed(self.pieces[:count]):
+            out.append(piece)
+            size += len(piece)
+            if size >= LONGEST:
+                break
+        else:
+            out.append(self.before)
+        return "".join(reversed(out))[-LONGEST:]
+
+    def close(self, out: list[SSEEvent], redactor: Redactor) -> bool:
+        """Cut the secrets found out of the pieces (a secret that began in the text gone out
+        loses the rest); True when one ends NEAR the end (it may go on)."""
+        if not self.pieces:
+            return False
+        whole = self.before + "".join(piece for _, piece, _ in self.pieces)
+        keys, values = hints(whole)
+        spans = find_secrets(whole, keyed=keys) if keys or values else []
+        if not spans:
+            return False
+        self.after = whole[spans[-1][1] :]
+        start = len(self.before)
+        for position, piece, holder in self.pieces:
+            end = start + len(piece)
+            new, cursor = [], start
+            for a, b, secret in spans:
+                if b <= start or a >= end:
+                    continue
+                new.append(whole[cursor : max(a, cursor)])
+                if start <= a < end:
+                    new.append(redactor.placeholder(secret))
+                cursor = max(cursor, min(b, end))
+            new.append(whole[cursor:end])
+            text = "".join(new)
+            if text != piece:
+                event = out[position]
+                value = _parsed(event.data)
+                if isinstance(value, dict):
+                    value[holder] = text
+                    out[position] = event._replace(data=dumps(value) or event.data)
+            start = end
+        return spans[-1][1] > len(whole) - NEAR
 
 
 @dataclass
 class StreamRedaction:
-    """One stream's redaction (a turn's legs, or a Responses stream) and its held chunk."""
+    """One stream's redaction (a turn's legs, or a Responses stream) and its held chunks."""
 
     redactor: Redactor
-    state: StreamState = field(default_factory=StreamState)
+    state: StreamState = field(default_factory=StreamState)  # after every chunk seen
     held: list[Held] = field(default_factory=list)  # oldest first
+    carry: Carry = Carry()  # where the stream stood after the chunks gone out
     tail: str = ""  # the end of the appended text so far, as JSON string text
+    open: bool = False  # a secret found ends near the end of the text so far (may go on)
     values_clean: bool = True  # no hint of a secret value in the stream so far
     keys_clean: bool = True  # no hint of a secret key (or path) in the stream so far
 
@@ -103,29 +200,32 @@ class StreamRedaction:
         keys = keys or (appended_keys and bool(keyed_secrets(window)))
         self.tail = window[-TAIL:]
         self.hinted(keys, values)
-        if keys or values or self.state.secret_path:
-            # A secret may run from the held chunks into this one: look at them all together.
-            redacted = self._redact([*(e for h in self.held for e in h.events), *events], values)
-            for held in self.held:
-                count = len(held.events)
-                held.text = self._text(held.text, held.events, redacted[:count])
-                held.events, redacted = redacted[:count], redacted[count:]
-            text, events = self._text(text, events, redacted), redacted
-        self.held.append(Held(at, text, events, keep, len(pieces)))
+        before = _carry(self.held[-1].after) if self.held else self.carry
+        item = ANY_ITEM if pieces else before.item
+        after = Carry(self.state.secret_path, item, (before.text + pieces)[-TAIL:])
+        self.held.append(Held(at, text, tuple(events), keep, len(pieces), values, after))
+        if keys or values or self.state.secret_path or self.open:
+            self._look(any(held.values for held in self.held))
         self._release()
 
     def _release(self) -> None:
-        """The oldest held chunks go out while the ones after them append TAIL characters (a
-        secret that starts in them has been seen whole), or when none ever appended any."""
+        """The oldest held chunks go out while the ones after them append TAIL characters and
+        no secret found may go on (a secret that starts in them has been seen whole), or when
+        none ever appended any, or past the bounds."""
         after = sum(held.appended for held in self.held[1:])
         size = sum(len(held.text) for held in self.held)
         while len(self.held) > 1 and (
-            after >= TAIL or not self.tail or len(self.held) > MAX_HELD or size > MAX_HELD_TEXT
-        ):
+            (after >= TAIL and not self.open) or not self.tail
+            or len(self.held) > MAX_HELD or size > MAX_HELD_TEXT
+        ):  # fmt: skip
             first = self.held.pop(0)
-            first.out()
+            self._out(first)
             after -= self.held[0].appended
             size -= len(first.text)
+
+    def _out(self, held: Held) -> None:
+        held.out()
+        self.carry = _kept(_carry(held.after))
 
     def flush_older(self, than: float) -> None:
         """Chunks held since before `than` go out (the stream paused)."""
@@ -135,82 +235,103 @@ class StreamRedaction:
     def flush(self) -> None:
         """The stream (or its leg) ended: what is held goes out."""
         for held in self.held:
-            held.out()
+            self._out(held)
         self.held = []
 
-    @staticmethod
-    def _text(original: str, before: Sequence[SSEEvent], after: list[SSEEvent]) -> str:
-        if list(before) == after:
-            return original
-        return "".join(format_event(e) for e in after)
-
-    def _redact(self, events: list[SSEEvent], scrub: bool) -> list[SSEEvent]:
-        """Every event redacted on its own (keys, paths, values), then the text that runs of
-        bare frames append (or of a Responses API item's `*.delta` events), put back together
-        and redacted across them."""
+    def _look(self, scrub: bool) -> None:
+        """Every held chunk redacted again from what came (keys, paths, values event by event;
+        the text that runs of pieces append, put back together, across them)."""
+        state = StreamState()
+        state.secret_path = self.carry.secret_path
+        run = _Run(self.carry.item, self.carry.text)
         out: list[SSEEvent] = []
-        run: list[Piece] = []
-        item: object = None  # the Responses item (and part) the run of deltas continues
-        for event in events:
-            value = _parsed(event.data)
-            piece = value.get("v") if isinstance(value, dict) and len(value) == 1 else None
-            if event.event == "delta" and isinstance(piece, str) and not self.state.secret_path:
-                run.append((len(out), piece, "v"))
-                out.append(event)
-                continue
-            if event.event == "delta" and isinstance(value, dict) and "p" in value:
-                self._close_run(out, run)  # an explicit path: a new string, maybe
-                run = []
-                if value.get("o") == "append" and isinstance(value.get("v"), str):
-                    redacted = self.redactor.event_text(event.data, scrub, self.state)
-                    if redacted == event.data:
-                        run.append((len(out), value["v"], "v"))
-                        out.append(event)
-                        continue
-                    out.append(event._replace(data=redacted))
-                    continue
-            redacted = self.redactor.event_text(event.data, scrub, self.state)
-            if redacted != event.data:
-                event, value = event._replace(data=redacted), _parsed(redacted)
-            delta = delta_text(value)
-            if delta is not None:
-                if delta[0] != item:
-                    self._close_run(out, run)
-                    run, item = [], delta[0]
-                run.append((len(out), delta[1], "delta"))
-            out.append(event)
-        self._close_run(out, run)
-        return out
+        for held in self.held:
+            if held.parsed is None:
+                held.parsed = [_parsed(event.data) for event in held.events]
+            for event, value in zip(held.events, held.parsed, strict=True):
+                run = self._event(event, value, out, run, state, scrub)
+            held.after = _Mark(state.secret_path, run.item, run, len(run.pieces))
+        self.open = run.close(out, self.redactor)
+        if run.after is not None and not self.open:  # what is left to look for starts after it
+            self.tail = run.after[-TAIL:]
+        self.state.secret_path = state.secret_path
+        for held in self.held:
+            count = len(held.events)
+            redacted, out = out[:count], out[count:]
+            held.stored = None if held.events == tuple(redacted) else "".join(
+                format_event(e) for e in redacted
+            )  # fmt: skip
 
-    def _close_run(self, out: list[SSEEvent], run: list[Piece]) -> None:
-        """Find secrets in the text a run of pieces makes, and cut them out of the pieces."""
-        if not run:
-            return
-        whole = "".join(piece for _, piece, _ in run)
-        spans = find_secrets(whole, keyed=hints(whole)[0])
-        if not spans:
-            return
-        start = 0
-        for position, piece, holder in run:
-            end = start + len(piece)
-            new = []
-            cursor = start
-            for a, b, secret in spans:
-                if b <= start or a >= end:
-                    continue
-                new.append(whole[cursor : max(a, cursor)])
-                if start <= a < end:
-                    new.append(self.redactor.placeholder(secret))
-                cursor = max(cursor, min(b, end))
-            new.append(whole[cursor:end])
-            text = "".join(new)
-            if text != piece:
-                event = out[position]
-                value = _parsed(event.data)
-                if isinstance(value, dict):
-                    value[holder] = text
-                    out[position] = event._replace(data=dumps(value) or event.data)
-            start = end
+    def _event(
+        self,
+        event: SSEEvent,
+        value: object,
+        out: list[SSEEvent],
+        run: _Run,
+        state: StreamState,
+        scrub: bool,
+    ) -> _Run:
+        """One event (and its data as JSON, never changed) redacted into `out`; the run its
+        piece joins (a new one when it starts another string)."""
+        if event.event not in ("delta", "message"):  # a name is searched as a value is
+            event = event._replace(event=self.redactor.event_name(event.event))
+        if event.event == "delta" and isinstance(value, dict):
+            piece = value.get("v")
+            if len(value) == 1 and isinstance(piece, str) and not state.secret_path:
+                run.pieces.append((len(out), piece, "v"))  # a bare frame (rule 2: sticky path)
+                out.append(event)
+                return run
+            path = value.get("p")
+            if isinstance(path, str):  # an explicit path: a new string, maybe
+                run.close(out, self.redactor)
+                run = _Run()
+                appends = value.get("o") == "append" and isinstance(piece, str)
+                if appends and not path_is_secret(path):
+                    state.secret_path = False
+                    out.append(self._all_but(event, value, "v", scrub, state))
+                    run.pieces.append((len(out) - 1, str(piece), "v"))
+                    return run
+        delta = delta_text(value)
+        if delta is None or not isinstance(value, dict):
+            out.append(event._replace(data=self.redactor.event_text(event.data, scrub, state)))
+            return run
+        if delta[0] != run.item and run.item is not ANY_ITEM:
+            run.close(out, self.redactor)
+            run = _Run(delta[0])
+        run.item = delta[0]
+        out.append(self._all_but(event, value, "delta", scrub, state))
+        run.pieces.append((len(out) - 1, delta[1], "delta"))
+        return run
+
+    def _all_but(
+        self, event: SSEEvent, value: dict[str, Any], holder: str, scrub: bool, state: StreamState
+    ) -> SSEEvent:
+        """An event redacted but for its piece (the run cuts that): its other fields."""
+        blank = dumps({**value, holder: ""}) or ""
+        if not any(hints(blank)):
+            return event
+        redacted = _parsed(self.redactor.event_text(blank, scrub, state))
+        if not isinstance(redacted, dict) or redacted == {**value, holder: ""}:
+            return event
+        return event._replace(data=dumps({**redacted, holder: value[holder]}) or event.data)
+
+
+def _carry(after: Carry | _Mark) -> Carry:
+    return after if isinstance(after, Carry) else after.carry()
+
+
+def _kept(carry: Carry) -> Carry:
+    """What is kept of where a stream stood: the end of its string from the start of a secret
+    that may go on, else its last TAIL characters."""
+    text = carry.text
+    if len(text) <= TAIL:
+        return carry
+    start = len(text) - TAIL
+    if any(hints(text)):
+        spans = find_secrets(text, keyed=hints(text)[0])
+        if spans and spans[-1][1] > len(text) - NEAR:
+            start = min(start, spans[-1][0])
+    return Carry(carry.secret_path, carry.item, text[start:])
 
 
 def _parsed(data: str) -> object:
