@@ -193,6 +193,16 @@ def hints(text: str) -> tuple[bool, bool]:
     return _found(text, want_keys=True)
 
 
+def may_hold_secret(text: str) -> bool:
+    """Whether a secret may be in this JSON text, for a walk of its value (`Redactor.json`):
+    a hint, an exact key's word anywhere (`"auth "` and an exact key in a JSON string inside
+    a string are keys too, which the hints do not see), or an escape (checked by the walk)."""
+    if any(hints(text)):
+        return True
+    low = text.lower()
+    return "\\u" in text or any(key in low for key in EXACT_KEYS)
+
+
 def value_hints(text: str) -> bool:
     """A secret value may be there in this text."""
     return _found(text, want_keys=False)[1]

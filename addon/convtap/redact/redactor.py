@@ -20,6 +20,7 @@ from convtap.redact.patterns import (
     hints,
     is_placeholder,
     is_secret_key,
+    may_hold_secret,
     path_is_secret,
 )
 from convtap.wire.jsonvalue import dumps, loads
@@ -65,7 +66,12 @@ class Redactor:
         return "".join(out)
 
     def json(self, value: Any) -> Any:
-        """A copy of a JSON value with every secret replaced (the input is not changed)."""
+        """A JSON value with every secret replaced: a copy, or the value itself when the cheap
+        look (`may_hold_secret` of its text) shows that none can be there. The input is never
+        changed."""
+        text = dumps(value)
+        if text is not None and not may_hold_secret(text):
+            return value
         return self._walk(value, True)
 
     def dumps(self, value: Any) -> str | None:
