@@ -142,18 +142,20 @@ _VALUE_WORDS = [w for w in dict.fromkeys(
 # `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
 # in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
-_HARMLESS_FOLDED = [h.replace("-", "_") for h in _HARMLESS]
+# A marker is blanked out before the search (its quotes and its length kept): its words do not
+# count, and a hint beside it is found as it is.
+_HARMLESS_BLANKS = [
+    (h.replace("-", "_").encode(), b'"' + b" " * (len(h) - 2) + b'"') for h in _HARMLESS
+]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
 # them all; a match's index says what it is. Once one kind of hint is found, an automaton
 # without it looks for the other: text full of "token" is not matched word by word.
-_WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
+_WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE]
 _VALUES_FROM = len(_KEY_WORDS)
 _UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
-_HARMLESS_FROM = _UNLIKE_FROM + len(_UNLIKE)
 _KEY_IDS = frozenset(range(_VALUES_FROM))
 _VALUE_IDS = frozenset(range(_VALUES_FROM, _UNLIKE_FROM))
-_UNLIKE_IDS = frozenset(range(_UNLIKE_FROM, _HARMLESS_FROM))
-_HARMLESS_IDS = frozenset(range(_HARMLESS_FROM, len(_WORDS)))
+_UNLIKE_IDS = frozenset(range(_UNLIKE_FROM, len(_WORDS)))
 
 
 class _Finder:
@@ -171,11 +173,10 @@ class _Finder:
 
 
 _FINDERS = {  # by (keys wanted, values wanted)
-    (True, True): _Finder(_KEY_IDS | _VALUE_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
-    (True, False): _Finder(_KEY_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
+    (True, True): _Finder(_KEY_IDS | _VALUE_IDS | _UNLIKE_IDS),
+    (True, False): _Finder(_KEY_IDS | _UNLIKE_IDS),
     (False, True): _Finder(_VALUE_IDS | _UNLIKE_IDS),
 }
-_HARMLESS_BYTES = [h.encode() for h in _HARMLESS_FOLDED]
 _LONGEST = max(len(w.encode()) for w in _WORDS)
 _WINDOW = 1 << 16  # bytes searched at once
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
@@ -214,38 +215,21 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     time (they overlap by a hint's length), so that text full of hints holds few matches at
     once, and only until the answer is known."""
     folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    if b'_token"' in folded:  # what every marker ends with
+        for marker, blank in _HARMLESS_BLANKS:
+            folded = folded.replace(marker, blank)
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         wanted = (want_keys and not keys, not values)
         if wanted == (False, False):
             break
         window = folded[start : start + _WINDOW + _LONGEST - 1]
-        matches = _FINDERS[wanted].find(window)
-        found = {index for index, _, _ in matches}
+        found = {index for index, _, _ in _FINDERS[wanted].find(window)}
         if not exact and not found.isdisjoint(_UNLIKE_IDS):
             return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
-        if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
-            found = _outside_markers(window, matches, _FINDERS[wanted])
         keys = keys or not found.isdisjoint(_KEY_IDS)
         values = values or not found.isdisjoint(_VALUE_IDS)
     return keys and want_keys, values
-
-
-def _outside_markers(
-    window: bytes, matches: list[tuple[int, int, int]], finder: _Finder
-) -> set[int]:
-    """The hints of `matches` that are not inside a harmless marker: a few are checked one by
-    one; many (text made of markers) by blanking the markers out and searching again."""
-    if len(matches) > 64:
-        for marker in _HARMLESS_BYTES:
-            window = window.replace(marker, b" ")
-        return {index for index, _, _ in finder.find(window)}
-    spans = [(a, b) for index, a, b in matches if index in _HARMLESS_IDS]
-    return {
-        index
-        for index, a, b in matches
-        if index not in _HARMLESS_IDS and not any(x <= a and b <= y for x, y in spans)
-    }
 
 
 # A JSON string, in JSON text that may be cut short (a call's arguments as they stream): it runs
