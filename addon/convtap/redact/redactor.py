@@ -74,6 +74,11 @@ class Redactor:
             return value
         return self._walk(value, True)
 
+    def may_hold_secret(self, text: str) -> bool:
+        """Whether `json` of the values of this JSON text (one or many) may change them: when
+        not, they need not be walked."""
+        return may_hold_secret(text)
+
     def dumps(self, value: Any) -> str | None:
         """`value` as stored (JSON text), redacted; unchanged values are not walked."""
         text = dumps(value)
@@ -277,6 +282,9 @@ class ClearText(Redactor):
 
     def json(self, value: Any) -> Any:
         return value
+
+    def may_hold_secret(self, text: str) -> bool:
+        return False
 
     def dumps(self, value: Any) -> str | None:
         return dumps(value)

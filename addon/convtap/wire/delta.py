@@ -51,6 +51,8 @@ class InvalidDelta(ValueError):
 
 
 _NONE: Sequence[DecoderEvent] = ()
+# Typed events that do more than being kept (`DeltaDecoder._object`).
+_OWN_WAY = frozenset({"stream_handoff", "message_stream_complete", "input_message"})
 
 
 def is_message(value: object) -> TypeGuard[dict[str, Any]]:
@@ -88,6 +90,7 @@ class DeltaDecoder:
         self._status: dict[str, JSON] = {}
         self._bounds_hit: set[str] = set()
         self._into: Appended | None = None  # where the `feed_all` under way collects appends
+        self._changed = False  # the `feed_all` under way changed a message
         self.reset_state()
 
     def reset_state(self) -> None:
@@ -130,7 +133,8 @@ class DeltaDecoder:
                 self._feed_events(part, found)
         finally:
             self._into = None
-        if any(type(event) is MessageChanged for event in found):
+        if self._changed:
+            self._changed = False
             self._materialize()  # a changed message is read as it is now
         return found
 
@@ -153,25 +157,53 @@ class DeltaDecoder:
     def _feed_events(self, events: Iterable[SSEEvent], found: list[DecoderEvent]) -> None:
         loads_fast = orjson.loads
         into = self._into
-        for event in events:
-            if self._pending is not None and event[0] == "delta":
-                try:
-                    obj = loads_fast(event[1])
-                except orjson.JSONDecodeError:
-                    obj = None
-                if type(obj) is dict and len(obj) == 1 and type(obj.get("v")) is str:
-                    index = self.event_index  # rule 2: a bare frame continuing an append
-                    self.event_index += 1
-                    self.event_count += 1
-                    found += self._extend(index, [obj["v"]])
-                    continue
-            if into is None:
-                found += self._feed_one(event)
-            else:
-                count = len(into.pieces)
-                found += self._feed_one(event)
-                if len(into.pieces) == count:
-                    into.others.append(event[1])
+        others = None if into is None else into.others
+        keep = self.events.append
+        typed = 0  # typed events taken the short way and not yet counted in `event_index`
+        try:
+            for event in events:
+                name, data = event
+                if name == "message" and data[:1] == "{":
+                    # A typed event (`message_marker`, ...): the short way `_object` takes.
+                    try:
+                        obj = loads_fast(data)
+                    except orjson.JSONDecodeError:
+                        obj = None
+                    kind = obj.get("type") if type(obj) is dict else None
+                    if type(kind) is str and kind not in _OWN_WAY:
+                        typed += 1
+                        if obj.get("conversation_id", self.conversation_id) != self.conversation_id:
+                            found += self._conversation(obj)
+                        keep(obj)
+                        found.append(ControlEvent(obj))
+                        if others is not None:
+                            others.append(data)
+                        continue
+                if typed:
+                    self.event_index += typed
+                    self.event_count += typed
+                    typed = 0
+                if self._pending is not None and name == "delta":
+                    try:
+                        obj = loads_fast(data)
+                    except orjson.JSONDecodeError:
+                        obj = None
+                    if type(obj) is dict and len(obj) == 1 and type(obj.get("v")) is str:
+                        index = self.event_index  # rule 2: a bare frame continuing an append
+                        self.event_index += 1
+                        self.event_count += 1
+                        found += self._extend(index, [obj["v"]])
+                        continue
+                if into is None:
+                    found += self._feed_one(event)
+                else:
+                    count = len(into.pieces)
+                    found += self._feed_one(event)
+                    if len(into.pieces) == count:
+                        into.others.append(data)
+        finally:
+            self.event_index += typed
+            self.event_count += typed
 
     def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
         """Rule 2: bare frames (events from `index` on) continuing the string append under
@@ -271,6 +303,7 @@ class DeltaDecoder:
         if known and self._status.get(mid) == status:
             return _NONE
         self._status[mid] = status
+        self._changed = True
         return [MessageChanged(message)]
 
     def _bound(self, index: int, kind: str, detail: str) -> Sequence[DecoderEvent]:
