@@ -24,7 +24,7 @@ from convtap.redact.patterns import (
     path_is_secret,
 )
 from convtap.wire.jsonvalue import dumps, loads
-from convtap.wire.sse import UNREAD_LINE, SSEEvent, format_event
+from convtap.wire.sse import SSEEvent, format_event, unread_line_starts
 
 # -- redaction -------------------------------------------------------------------------------------
 
@@ -202,7 +202,7 @@ class Redactor:
         """SSE text whose lines that the decoder never reads (comments `: …`, such as the
         server's pings; fields other than data and event; lines of no field) hold a hint of a
         secret, with each such line replaced by a comment holding a placeholder."""
-        starts = [m.end() for m in UNREAD_LINE.finditer(text)]
+        starts = unread_line_starts(text)
         lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
                  for start in starts]  # fmt: skip
         if not any(hints("\n".join(text[a:b] for a, b in lines))):  # all at once: mostly pings

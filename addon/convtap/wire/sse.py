@@ -33,6 +33,9 @@ _SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
 UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 _UNREAD = re.compile(UNREAD_LINE.pattern.encode())
+# The same after a line end: a pattern that starts with a literal is searched for it (fast),
+# where one that starts with `(?:\A|\n)` is tried at every position.
+_UNREAD_AFTER_LF = re.compile(UNREAD_LINE.pattern.replace("(?:\\A|\\n)", "\\n", 1))
 # Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
 # with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
 # only JSON's escapes). Runs of them are not split into events (see `BareRun`).
@@ -41,6 +44,14 @@ _BARE_SHAPES = [  # (a run of them, the text before each string)
     (re.compile(f'(?:{re.escape(head)}{_STRING_BODY}"}}\n\n)+'), head)
     for head in ('event: delta\ndata: {"v": "', 'event: delta\ndata: {"v":"')
 ]
+
+
+def unread_line_starts(text: str) -> list[int]:
+    """Where the lines of `text` that match `UNREAD_LINE` start."""
+    starts = [m.end() for m in _UNREAD_AFTER_LF.finditer(text)]
+    if text[:1] != "\n" and UNREAD_LINE.match(text):
+        starts.insert(0, 0)
+    return starts
 
 
 class SSEEvent(NamedTuple):
