@@ -9,6 +9,7 @@ models.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeGuard
 
@@ -122,7 +123,11 @@ class DeltaDecoder:
         found: list[DecoderEvent] = []
         self._into = into
         try:
-            parts = events.parts if isinstance(events, Frames) else [events]
+            parts: Sequence[BareRun | Sequence[SSEEvent]] = (
+                events.parts
+                if isinstance(events, Frames)
+                else [events if isinstance(events, Sequence) else list(events)]
+            )
             for part in parts:
                 if isinstance(part, BareRun):
                     taken = self._continue_run(part)
@@ -154,56 +159,69 @@ class DeltaDecoder:
         self.event_count += len(values)
         return self._extend(index, values)
 
-    def _feed_events(self, events: Iterable[SSEEvent], found: list[DecoderEvent]) -> None:
+    def _feed_events(self, events: Sequence[SSEEvent], found: list[DecoderEvent]) -> None:
         loads_fast = orjson.loads
         into = self._into
-        others = None if into is None else into.others
-        keep = self.events.append
-        typed = 0  # typed events taken the short way and not yet counted in `event_index`
-        try:
-            for event in events:
-                name, data = event
-                if name == "message" and data[:1] == "{":
-                    # A typed event (`message_marker`, ...): the short way `_object` takes.
-                    try:
-                        obj = loads_fast(data)
-                    except orjson.JSONDecodeError:
-                        obj = None
-                    kind = obj.get("type") if type(obj) is dict else None
-                    if type(kind) is str and kind not in _OWN_WAY:
-                        typed += 1
-                        if obj.get("conversation_id", self.conversation_id) != self.conversation_id:
-                            found += self._conversation(obj)
-                        keep(obj)
-                        found.append(ControlEvent(obj))
-                        if others is not None:
-                            others.append(data)
-                        continue
-                if typed:
-                    self.event_index += typed
-                    self.event_count += typed
-                    typed = 0
-                if self._pending is not None and name == "delta":
-                    try:
-                        obj = loads_fast(data)
-                    except orjson.JSONDecodeError:
-                        obj = None
-                    if type(obj) is dict and len(obj) == 1 and type(obj.get("v")) is str:
-                        index = self.event_index  # rule 2: a bare frame continuing an append
-                        self.event_index += 1
-                        self.event_count += 1
-                        found += self._extend(index, [obj["v"]])
-                        continue
-                if into is None:
-                    found += self._feed_one(event)
-                else:
-                    count = len(into.pieces)
-                    found += self._feed_one(event)
-                    if len(into.pieces) == count:
-                        into.others.append(data)
-        finally:
-            self.event_index += typed
-            self.event_count += typed
+        at, count = 0, len(events)
+        while at < count:
+            event = events[at]
+            name, data = event
+            if name == "message" and data[:1] == "{":  # maybe a run of typed events
+                taken = self._typed_run(events, at, found)
+                if taken:
+                    at += taken
+                    continue
+            at += 1
+            if self._pending is not None and name == "delta":
+                try:
+                    obj = loads_fast(data)
+                except orjson.JSONDecodeError:
+                    obj = None
+                if type(obj) is dict and len(obj) == 1 and type(obj.get("v")) is str:
+                    index = self.event_index  # rule 2: a bare frame continuing an append
+                    self.event_index += 1
+                    self.event_count += 1
+                    found += self._extend(index, [obj["v"]])
+                    continue
+            if into is None:
+                found += self._feed_one(event)
+            else:
+                pieces = len(into.pieces)
+                found += self._feed_one(event)
+                if len(into.pieces) == pieces:
+                    into.others.append(data)
+
+    def _typed_run(self, events: Sequence[SSEEvent], at: int, found: list[DecoderEvent]) -> int:
+        """The typed events (`message_marker`, ...) from `events[at]` on, taken the short way
+        `_object` takes for one, and kept all at once: how many (0: the first is not one)."""
+        loads_fast = orjson.loads
+        conversation_id = self.conversation_id
+        objs: list[dict[str, Any]] = []
+        for name, data in itertools.islice(events, at, None):
+            if name != "message" or data[:1] != "{":
+                break
+            try:
+                obj = loads_fast(data)
+            except orjson.JSONDecodeError:
+                break
+            kind = obj.get("type") if type(obj) is dict else None
+            if type(kind) is not str or kind in _OWN_WAY:
+                break
+            if obj.get("conversation_id", conversation_id) != conversation_id:
+                if objs:
+                    break  # the ones before it first: the conversation is seen in order
+                found += self._conversation(obj)
+                conversation_id = self.conversation_id
+            objs.append(obj)
+        if objs:
+            taken = len(objs)
+            self.event_index += taken
+            self.event_count += taken
+            self.events.extend(objs)
+            found.extend(map(ControlEvent._make, zip(objs)))
+            if self._into is not None:
+                self._into.others.extend(data for _, data in events[at : at + taken])
+        return len(objs)
 
     def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
         """Rule 2: bare frames (events from `index` on) continuing the string append under
