@@ -87,10 +87,15 @@ class Spool:
         if not self.count:
             out.write("[]")
             return
-        out.write("[\n")
-        for n, line in enumerate(self.lines()):
-            out.write(f"{indent}  {line}{',' if n < self.count - 1 else ''}\n")
-        out.write(f"{indent}]")
+        between = f",\n{indent}  "  # a line of JSON text never holds a line end of its own
+        self.file.seek(0)
+        out.write(f"[\n{indent}  ")
+        previous = ""
+        while block := self.file.read(PIECE):
+            out.write(previous.replace("\n", between))
+            previous = block
+        out.write(previous[:-1].replace("\n", between))  # the last line end ends the last line
+        out.write(f"\n{indent}]")
 
 
 def _line(value: Any) -> str:

@@ -218,7 +218,7 @@ class DeltaDecoder:
             self.event_index += taken
             self.event_count += taken
             self.events.extend(objs)
-            found.extend(map(ControlEvent._make, zip(objs)))
+            found.extend(map(tuple.__new__, itertools.repeat(ControlEvent), zip(objs)))
             if self._into is not None:
                 self._into.others.extend(data for _, data in events[at : at + taken])
         return len(objs)

@@ -309,7 +309,10 @@ class SSEParser:
             return self._parse_slowly(block)
         names = parts[1::3]
         if None in names or "" in names:
-            names = [name or "message" for name in names]
+            if names.count(None) == len(names):  # no event named: all `message`
+                names = list(repeat("message", len(names)))
+            else:
+                names = [name or "message" for name in names]
         pairs = zip(names, datas, strict=True)
         if "" in datas:  # an event whose data is empty is not dispatched
             return [SSEEvent(name, data) for name, data in pairs if data]
