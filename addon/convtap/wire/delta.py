@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, TypeGuard
 
 import orjson
@@ -220,7 +221,7 @@ class DeltaDecoder:
             self.events.extend(objs)
             found.extend(map(tuple.__new__, itertools.repeat(ControlEvent), zip(objs)))
             if self._into is not None:
-                self._into.others.extend(data for _, data in events[at : at + taken])
+                self._into.others.extend(map(itemgetter(1), events[at : at + taken]))
         return len(objs)
 
     def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
