@@ -143,10 +143,9 @@ _VALUE_WORDS = [w for w in dict.fromkeys(
 # in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
 # A marker is blanked out before the search (its quotes and its length kept): its words do not
-# count, and a hint beside it is found as it is.
-_HARMLESS_BLANKS = [
-    (h.replace("-", "_").encode(), b'"' + b" " * (len(h) - 2) + b'"') for h in _HARMLESS
-]
+# count, and a hint beside it is found as it is. Every marker ends so:
+_MARKER_END = b'_token"'
+_MARKERS = [h.replace("-", "_").encode() for h in _HARMLESS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
 # them all; a match's index says what it is. Once one kind of hint is found, an automaton
 # without it looks for the other: text full of "token" is not matched word by word.
@@ -215,9 +214,8 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     time (they overlap by a hint's length), so that text full of hints holds few matches at
     once, and only until the answer is known."""
     folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
-    if b'_token"' in folded:  # what every marker ends with
-        for marker, blank in _HARMLESS_BLANKS:
-            folded = folded.replace(marker, blank)
+    if _MARKER_END in folded:
+        folded = _blank_markers(folded)
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         wanted = (want_keys and not keys, not values)
@@ -230,6 +228,20 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
         keys = keys or not found.isdisjoint(_KEY_IDS)
         values = values or not found.isdisjoint(_VALUE_IDS)
     return keys and want_keys, values
+
+
+def _blank_markers(folded: bytes) -> bytes:
+    """The harmless markers in folded text blanked out (spaces between their quotes)."""
+    out = bytearray(folded)
+    end = folded.find(_MARKER_END)
+    while end >= 0:
+        end += len(_MARKER_END)
+        for marker in _MARKERS:
+            if folded.startswith(marker, end - len(marker)):
+                out[end - len(marker) + 1 : end - 1] = b" " * (len(marker) - 2)
+                break
+        end = folded.find(_MARKER_END, end)
+    return bytes(out)
 
 
 # A JSON string, in JSON text that may be cut short (a call's arguments as they stream): it runs

@@ -202,8 +202,6 @@ class Redactor:
         """SSE text whose lines that the decoder never reads (comments `: …`, such as the
         server's pings; fields other than data and event; lines of no field) hold a hint of a
         secret, with each such line replaced by a comment holding a placeholder."""
-        if not any(hints(text)):  # no hint in the text: none in any of its lines
-            return text
         starts = unread_line_starts(text)
         lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
                  for start in starts]  # fmt: skip
