@@ -7,7 +7,8 @@ The stream is generated shaped like real traffic: each turn echoes a history of 
 whose arguments stream in, patches that finish messages, markers and pings. The baseline is the
 floor of any Python decoder: split the bytes into lines and `json.loads` every data line. The
 decoder does the whole job: WHATWG framing of 16 KiB network chunks, delta v1 application, and
-the tool calls read off the turn. Each figure is the best of --repeat runs.
+the tool calls read off the turn. Each figure is the best of --repeat runs. Last, `convtap decode`
+itself (decoding, redaction, the JSON written) of --typed typed events, in events per second.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import orjson
 from convtap.wire.turn import TurnDecoder
 
 TARGET = 1.5  # issue 10: the decoder at 1.5x or more the json.loads-only floor
+TYPED_TARGET = 500_000  # issue 24: `convtap decode` reads typed events at 500k events/s or more
 WORDS = [
     "o",
     "caminho",
@@ -276,6 +278,54 @@ def report(title: str, bodies: list[bytes], rows: list[Any], repeat: int) -> Non
           f"({verdict} the {TARGET}x target)")  # fmt: skip
 
 
+def typed_events(count: int) -> bytes:
+    """A stream of `count` typed events (markers and a few others), as `convtap decode` sees a
+    turn that thinks at length: no bare frames at all."""
+    rng = random.Random(5)
+    out = [sse('"v1"', "delta_encoding")]
+    for i in range(count):
+        if i % 50:
+            event = {"type": "message_marker", "marker": "cot_token", "event": "first",
+                     "conversation_id": "conv-typed", "message_id": f"m-{i}"}  # fmt: skip
+        else:
+            event = {"type": "title_generation", "title": rng.choice(WORDS),
+                     "conversation_id": "conv-typed"}  # fmt: skip
+        out.append(sse(event))
+    out.append(sse("[DONE]"))
+    return "".join(out).encode()
+
+
+def decode_command(body: bytes) -> int:
+    """`convtap decode --format json` of `body` (redacted, written to a sink that keeps nothing):
+    the events it wrote."""
+    import io
+
+    from convtap.ingest.decoding import decode_streams
+
+    class Sink(io.StringIO):
+        def write(self, text: str) -> int:
+            return len(text)
+
+    decode_streams([io.BytesIO(body)], Sink(), fmt="json")
+    return body.count(b"\n\n") - 2  # every event but [DONE] and the encoding
+
+
+def report_typed(count: int, repeat: int) -> None:
+    """`convtap decode` of typed events against the orjson.loads-only floor of the same events,
+    and against bare frames through the decoder."""
+    body = typed_events(count)
+    floor = best(baseline(orjson.loads), [body], repeat)
+    command = best(lambda bodies: decode_command(bodies[0]), [body], repeat)
+    rate = command[1] / command[0]
+    print(f"convtap decode --format json of {count:,} typed events ({len(body) / 1e6:.1f} MB), "
+          f"best of {repeat} runs")  # fmt: skip
+    print(f"{'orjson.loads of every data line':45} {floor[0]:8.2f} {floor[1] / floor[0]:11,.0f}")
+    print(f"{'convtap decode (decoded, redacted, written)':45} {command[0]:8.2f} {rate:11,.0f}"
+          f" {floor[0] / command[0]:11.2f}x")  # fmt: skip
+    verdict = "meets" if rate >= TYPED_TARGET else "MISSES"
+    print(f"typed events decoded at {rate:,.0f} events/s ({verdict} the {TYPED_TARGET:,} target)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -283,6 +333,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=50.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chunk", type=int, default=16384)
+    parser.add_argument("--typed", type=int, default=200_000, help="typed events for decode")
     args = parser.parse_args()
     bodies = generate(args.mb)
     baselines = [
@@ -309,6 +360,8 @@ def main() -> None:
         ],
         args.repeat,
     )
+    print()
+    report_typed(args.typed, args.repeat)
 
 
 if __name__ == "__main__":

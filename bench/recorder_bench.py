@@ -6,7 +6,8 @@ the same bytes through the decoder alone and through json.loads alone.
 1. Throughput: --mb of decode_bench's turns are journaled (as the proxy does, 16 KiB chunks),
    then `JournalConsumer` (the recorder process's loop) records them: framing, delta v1,
    redaction, the rules, the rows and SQLite. Compare with the proxy's line rate from
-   proxy_bench (the recorder must keep up with it).
+   proxy_bench (the recorder must keep up with it). Its CPU per MB of stream, and the size of the
+   database it made per byte of traffic (with what holds the bytes).
 2. Soak: --soak small turns (a call each) through the same recorder, with its process memory
    (VmRSS) sampled after each quarter: the first quarter against the last must stay flat.
 3. The machine: how many processes' worth of Python it runs at once (two spinning processes
@@ -16,10 +17,12 @@ the same bytes through the decoder alone and through json.loads alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
 import random
+import sqlite3
 import sys
 import tempfile
 import time
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the checkout's `bench` importable
     sys.path.insert(0, str(ROOT))
 
+from convtap.contract.registry import registry  # noqa: E402
 from convtap.journal.events import (  # noqa: E402
     BodyChunk,
     RecorderEvent,
@@ -43,6 +47,8 @@ from convtap.wire.turn import TurnDecoder  # noqa: E402
 from bench.decode_bench import baseline, generate, sse  # noqa: E402
 
 PATH = "/backend-api/f/conversation"
+CPU_TARGET = 20.0  # issue 24: ms of the recorder's CPU per MB of stream, at most
+SIZE_TARGET = 1.0  # issue 24: bytes of database per byte of traffic, at most
 STREAM = (("content-type", "text/event-stream"),)
 
 
@@ -59,18 +65,37 @@ def turn_events(n: int, body: bytes, chunk: int = 16384) -> list[RecorderEvent]:
     return events
 
 
-def record(db: Path, bodies: list[bytes]) -> float:
-    """Journal the turns, then time the recorder consuming them to the end."""
+def record(db: Path, bodies: list[bytes]) -> tuple[float, float]:
+    """Journal the turns, then time the recorder consuming them to the end: (seconds, CPU
+    seconds of this process)."""
     journal = JournalWriter(journal_dir(db))
     for n, body in enumerate(bodies):
         for event in turn_events(n, body):
             journal.append(event)
     journal.close()
-    start = time.perf_counter()
+    registry()  # the rules, read once per process (0.1 s): not a cost per MB
+    start, cpu = time.perf_counter(), time.process_time()
     consumer = JournalConsumer(str(db), redact=True, echo="off")
     consumer.run(lambda timeout: True)
     consumer.close()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def database_bytes(db: Path) -> tuple[int, dict[str, int]]:
+    """The capture's size on disk (with its WAL), and the bytes of its pages by what holds them
+    (SQLite's `dbstat`, where SQLite has it)."""
+    size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+    parts: dict[str, int] = {}
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        try:
+            rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        except sqlite3.Error:
+            rows = []
+    for name, pages in rows:
+        part = name if name in ("events", "messages") else (
+            "full-text index" if name.startswith("messages_fts") else "the rest")  # fmt: skip
+        parts[part] = parts.get(part, 0) + pages
+    return size, parts
 
 
 def decoder_only(bodies: list[bytes]) -> float:
@@ -189,7 +214,8 @@ def main() -> None:
         loads_floor(bodies)
         floor = time.perf_counter() - start
         decoding = decoder_only(bodies)
-        recording = record(Path(tmp) / "bench.db", bodies)
+        recording, recording_cpu = record(Path(tmp) / "bench.db", bodies)
+        stored, parts = database_bytes(Path(tmp) / "bench.db")
         samples = soak(Path(tmp), args.soak)
         theirs, ours = secret_scans(bodies)
         capacity = parallel_capacity()
@@ -201,6 +227,20 @@ def main() -> None:
         ("recorder: journal -> SQLite, redacted, audited", recording),
     ):
         print(f"{label:44} {seconds:8.2f} {size / seconds:7.1f} {floor / seconds:13.2f}x")
+    per_mb = recording_cpu * 1000 / size
+    print(
+        f"recorder CPU: {per_mb:.1f} ms per MB of stream "
+        f"({'meets' if per_mb <= CPU_TARGET else 'MISSES'} the {CPU_TARGET:.0f} ms target)"
+    )
+    ratio = stored / 1e6 / size
+    print(
+        f"database: {stored / 1e6:.1f} MB for {size:.1f} MB of traffic, {ratio:.2f} bytes per "
+        f"byte ({'meets' if ratio <= SIZE_TARGET else 'MISSES'} the {SIZE_TARGET} target): "
+        + ", ".join(
+            f"{name} {pages / 1e6 / size:.2f}"
+            for name, pages in sorted(parts.items(), key=lambda kv: -kv[1])
+        )
+    )
     print(f"secret scanning: detect-secrets' scanner {theirs:.2f} MB/s; convtap's check of the "
           f"same text {ours:.0f} MB/s ({ours / theirs:.0f}x)")  # fmt: skip
     print(f"this machine runs {capacity:.2f} processes' worth of Python at once "

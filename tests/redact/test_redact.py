@@ -33,6 +33,27 @@ def test_secret_keys_anywhere_are_replaced_by_a_keyed_hash() -> None:
     assert value["token"] == "T1"  # the input is untouched
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {" verify": "S3cret"},  # an exact key with blanks around it
+        {"AUTH ": "S3cret"},
+        {"args": '{"pwd": "S3cret"}'},  # an exact key in JSON text inside a string
+        {"p": "/message/metadata/verify/x", "o": "add", "v": "S3cret"},
+        {"p": "/message/metadata/auth/x", "o": "add", "v": "S3cret"},  # a middle segment
+        {"note": "sk-proj-S3cretS3cretS3cretS3cret"},
+        {"data": "Bearer S3cretS3cretS3cret"},
+    ],
+)
+def test_json_looks_cheaply_first_and_walks_whatever_may_hold_a_secret(value: object) -> None:
+    r = Redactor(b"k")
+    assert "S3cret" not in json.dumps(r.json(value))
+    assert "S3cret" not in r.text(json.dumps(value))  # the cheap look of the text, the same
+    assert "S3cret" not in (r.dumps(value) or "")
+    plain = {"type": "message_marker", "marker": "cot_token", "event": "first", "n": [1.5]}
+    assert r.json(plain) is plain  # nothing to walk: the value itself
+
+
 def test_the_same_secret_gets_the_same_placeholder_and_keys_differ() -> None:
     a, b = Redactor(b"k1"), Redactor(b"k2")
     assert a.placeholder("s") == a.placeholder(b"s") != a.placeholder("t")

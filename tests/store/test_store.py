@@ -94,7 +94,7 @@ def test_canned_queries_run_on_a_capture(tmp_path: Path) -> None:
 
 def test_a_new_capture_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
     new = connect(tmp_path / "new.db")
-    assert new.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
+    assert new.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
     new.conn.close()
     db = connect(old_capture(tmp_path / "old.db"))
     assert db.execute("PRAGMA page_size").fetchone()[0] == 4096

@@ -192,3 +192,43 @@ def test_a_run_that_continues_an_append_is_taken_in_one_step() -> None:
         "a" + "".join(f"-{n}" for n in range(50)) * 2
     ]
     assert summary.event_count == 3 + 100
+
+
+TYPED = [
+    'data: {"type": "message_marker", "marker": "cot_token", "event": "first"}\n\n',
+    'data: {"type": "title_generation", "title": "t", "conversation_id": "c1"}\n\n',
+    'data: {"type": "message_marker", "conversation_id": "c2"}\n\n',
+    'data: {"type": "message_marker", "conversation_id": 7}\n\n',
+    'data: {"type": "message_stream_complete", "conversation_id": "c1"}\n\n',
+    'data: {"type": "stream_handoff", "options": []}\n\n',
+    'data: {"type": 3}\n\n',
+    'data: {"no": "type"}\n\n',
+    'data: {"message": ' + json.dumps(MESSAGE) + "}\n\n",
+    'data: {"type": "x"\n\n',  # not JSON
+    'data: {"type": "x"}, {"type": "y"}\n\n',  # two values: not JSON alone
+    'data: {"type": "a", "v": [\n\n',
+    "data: {}]}\n\n",
+    "data: [DONE]\n\n",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(TYPED), max_size=30))
+def test_runs_of_typed_events_decode_as_each_event_alone(items: list[str]) -> None:
+    body = stream(items)
+    reference = DeltaDecoder()
+    found = []
+    for event in SSEParser().read(body).events:
+        found += reference._feed_one(event)  # the long way: `_object` for each one
+    turn = TurnDecoder()
+    got = turn.feed(body).events
+    decoder = turn._decoder
+    assert [type(e) for e in got] == [type(e) for e in found]
+    assert got == found
+    assert list(decoder.events) == list(reference.events)
+    assert decoder.conversation_id == reference.conversation_id
+    assert (decoder.event_index, decoder.event_count) == (
+        reference.event_index,
+        reference.event_count,
+    )
+    assert state(decoder) == state(reference)

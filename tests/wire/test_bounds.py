@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from convtap.wire import delta
+from convtap.wire.bounded import Kept
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import DecodeError
 from convtap.wire.sse import SSEParser
@@ -114,3 +115,17 @@ def test_every_entry_stops_at_every_bound(
     else:
         assert len(told) == 3  # each delta onto a channel past the bound is refused
     assert (messages, told) == by_events(make())  # every entry decodes the same turn
+
+
+def test_kept_keeps_its_first_items_whether_appended_or_extended() -> None:
+    one, many, heard = Kept[int](3), Kept[int](3), Kept[int](3, listener=None)
+    for n in range(5):
+        one.append(n)
+    many.extend([0, 1])
+    many.extend([2, 3, 4])
+    seen: list[int] = []
+    heard.listener = seen.append
+    heard.extend(range(5))
+    assert one == many == heard == [0, 1, 2]
+    assert one.total == many.total == heard.total == 5 and many.dropped == 2
+    assert seen == [0, 1, 2, 3, 4]

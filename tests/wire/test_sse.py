@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from convtap.wire.sse import SSEEvent, SSEParser
+from convtap.wire.sse import UNREAD_LINE, SSEEvent, SSEParser, unread_line_starts
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +178,12 @@ def test_a_field_inside_a_comment_line_is_part_of_the_comment(block: bytes) -> N
     expected = [SSEEvent("message", "y")] if b"y" in block else []
     assert SSEParser().feed(block) == expected
     assert SSEParser().read(block, runs=True).unread_lines
+
+
+_LINES = ["data: x", "event: y", "", ": ping", "id: 3", "retry: 1", "data", "event", "dat", ":"]
+
+
+@given(st.lists(st.one_of(st.sampled_from(_LINES), st.text(max_size=8)), max_size=8))
+def test_unread_line_starts_are_where_the_unread_line_pattern_matches(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    assert unread_line_starts(text) == [m.end() for m in UNREAD_LINE.finditer(text)]

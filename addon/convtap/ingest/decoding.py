@@ -11,10 +11,14 @@ import io
 import json
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TextIO
+
+import orjson
 
 from convtap.ingest.responses_text import frame_line, item_line
 from convtap.redact.redactor import ClearText, Redactor
@@ -47,9 +51,10 @@ def pieces(handle: BinaryIO) -> Iterator[bytes]:
 
 
 class Spool:
-    """JSON values, one per line, in memory and then on disk; read back as a JSON array."""
+    """JSON values, one per line, in memory and then on disk; read back as a JSON array. How
+    many of each kind (`kind` of each value) is counted as they come."""
 
-    def __init__(self, redact: Redactor) -> None:
+    def __init__(self, redact: Redactor, kind: Callable[[Any], str] | None = None) -> None:
         self.redact = redact
         self.file: IO[str] = tempfile.SpooledTemporaryFile(  # noqa: SIM115  (closed with us)
             SPOOL,
@@ -58,10 +63,20 @@ class Spool:
             errors="surrogatepass",  # JSON allows lone ones
         )
         self.count = 0
+        self.kind = kind
+        self.kinds: Counter[str] = Counter()
 
-    def add(self, value: Any) -> None:
-        self.file.write(json.dumps(self.redact.json(value), ensure_ascii=False) + "\n")
-        self.count += 1
+    def add(self, values: list[Any]) -> None:
+        """Values, redacted (looked at together: most hold nothing to redact)."""
+        if not values:
+            return
+        if self.kind is not None:
+            self.kinds.update(map(self.kind, values))
+        text = "\n".join(map(_line, values))
+        if self.redact.may_hold_secret(text):
+            text = "\n".join(map(_line, map(self.redact.json, values)))
+        self.file.write(text + "\n")
+        self.count += len(values)
 
     def lines(self) -> Iterator[str]:
         self.file.seek(0)
@@ -72,10 +87,23 @@ class Spool:
         if not self.count:
             out.write("[]")
             return
-        out.write("[\n")
-        for n, line in enumerate(self.lines()):
-            out.write(f"{indent}  {line}{',' if n < self.count - 1 else ''}\n")
-        out.write(f"{indent}]")
+        between = f",\n{indent}  "  # a line of JSON text never holds a line end of its own
+        self.file.seek(0)
+        out.write(f"[\n{indent}  ")
+        previous = ""
+        while block := self.file.read(PIECE):
+            out.write(previous.replace("\n", between))
+            previous = block
+        out.write(previous[:-1].replace("\n", between))  # the last line end ends the last line
+        out.write(f"\n{indent}]")
+
+
+def _line(value: Any) -> str:
+    """A value as one line of JSON text (non-ASCII kept)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # what orjson refuses (big integers, lone surrogates)
+        return json.dumps(value, ensure_ascii=False)
 
 
 def decode(
@@ -138,16 +166,22 @@ def _conversation(
     redactor: Redactor,
 ) -> None:
     turn = TurnDecoder()
-    events, others, errors = Spool(redactor), Spool(redactor), Spool(redactor)
+    events = Spool(redactor, itemgetter("type"))  # a string (`ControlEvent`)
+    others = Spool(redactor, ",".join)
+    errors = Spool(redactor)
 
     def spool(found: list[DecoderEvent]) -> None:  # every one, however many the turn keeps
+        controls, other, failed = [], [], []
         for event in found:
             if type(event) is ControlEvent:
-                events.add(event.payload)
+                controls.append(event.payload)
             elif type(event) is OtherEvent:
-                others.add(event.payload)
+                other.append(event.payload)
             elif type(event) is DecodeError:
-                errors.add(event._asdict())
+                failed.append(event._asdict())
+        events.add(controls)
+        others.add(other)
+        errors.add(failed)
 
     for n, handle in enumerate(handles):
         spool(turn.feed(first if n == 0 else b"").events)
@@ -215,8 +249,8 @@ def _turn_text(
         text = message_text(message)
         for line in text.splitlines() or ([text] if text else []):
             out.write(f"   {line}\n")
-    _kinds(out, "event", events, lambda e: str(e.get("type", "?")))
-    _kinds(out, "other event", others, lambda e: ",".join(e))
+    _kinds(out, "event", events)
+    _kinds(out, "other event", others)
     if errors.count:
         out.write(f"\n{errors.count} decode error(s):\n")
         for line in errors.lines():
@@ -224,15 +258,11 @@ def _turn_text(
             out.write(f"  event {e['event_index']}: {e['kind']}: {e['detail']}\n")
 
 
-def _kinds(out: TextIO, label: str, spool: Spool, kind: Callable[[dict[str, Any]], str]) -> None:
+def _kinds(out: TextIO, label: str, spool: Spool) -> None:
     """How many events of each kind, in order of first appearance (not every one of them)."""
     if not spool.count:
         return
-    counts: dict[str, int] = {}
-    for line in spool.lines():
-        name = kind(json.loads(line))
-        counts[name] = counts.get(name, 0) + 1
-    listed = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in counts.items())
+    listed = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in spool.kinds.items())
     out.write(f"\n{spool.count} {label}(s): {listed}\n")
 
 
@@ -243,9 +273,7 @@ def _responses(
     errors = Spool(redactor)
 
     def spool(found: list[DecoderEvent]) -> None:  # every one, however many it keeps
-        for event in found:
-            if type(event) is DecodeError:
-                errors.add(event._asdict())
+        errors.add([event._asdict() for event in found if type(event) is DecodeError])
 
     for n, handle in enumerate(handles):
         head = first if n == 0 else handle.read(PIECE)

@@ -218,10 +218,11 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
 
 # What the search looks for to tell that a secret key may be named: a part of every name in
 # KEY_PARTS (spelled with `-`, `_` or a space) and EXACT_KEYS, as a JSON key (`"verify"`,
-# `"Api Key"`) or as the last segment of a delta's path (`"p": "/message/metadata/verify"`).
+# `"Api Key"`) or as a segment of a delta's path (`"p": "/message/metadata/verify"`, `…/auth/x`).
 _KEY_HINTS = ["token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential",
               "session", "challenge", "_key", 'key"', "apikey", "authkey", "privatekey",
-              'pass"', "contrase", "pwd", '"auth"', '/auth"', '"verify"', '/verify"']  # fmt: skip
+              'pass"', "contrase", "pwd", '"auth"', '/auth"', '/auth/', '"verify"', '/verify"',
+              '/verify/', '"auth ', ' auth"', '"verify ', ' verify"', '"pass ']  # fmt: skip
 _KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))
 _VALUE_WORDS = [w for w in dict.fromkeys(
     _fold(word) for pattern in VALUE_PATTERNS
@@ -231,18 +232,20 @@ _VALUE_WORDS = [w for w in dict.fromkeys(
 # `\\/`) and the only characters outside ASCII whose lowercase is ASCII (İ, the Kelvin sign),
 # in UTF-8. Text holding one is folded as text (unescaped, then str.lower, as `is_secret_key`).
 _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
-_HARMLESS_FOLDED = [_fold(h) for h in _HARMLESS]
+# A marker is blanked out before the search (its quotes and its length kept): its words do not
+# count, and a hint beside it is found as it is. Every marker ends so:
+_MARKER_END = b'_token"'
+_MARKERS = [h.replace("-", "_").encode() for h in _HARMLESS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
-# them all; a match's index says what it is. Once values are found, an automaton without them
-# looks for keys. (Past about a hundred words, the automaton runs at half the speed.)
-_WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE, *_HARMLESS_FOLDED]
+# them all; a match's index says what it is. Once one kind of hint is found, an automaton
+# without it looks for the other: text full of "token" is not matched word by word. (Past
+# about a hundred words, the automaton runs at half the speed.)
+_WORDS = [*_KEY_WORDS, *_VALUE_WORDS, *_UNLIKE]
 _VALUES_FROM = len(_KEY_WORDS)
 _UNLIKE_FROM = _VALUES_FROM + len(_VALUE_WORDS)
-_HARMLESS_FROM = _UNLIKE_FROM + len(_UNLIKE)
 _KEY_IDS = frozenset(range(_VALUES_FROM))
 _VALUE_IDS = frozenset(range(_VALUES_FROM, _UNLIKE_FROM))
-_UNLIKE_IDS = frozenset(range(_UNLIKE_FROM, _HARMLESS_FROM))
-_HARMLESS_IDS = frozenset(range(_HARMLESS_FROM, len(_WORDS)))
+_UNLIKE_IDS = frozenset(range(_UNLIKE_FROM, len(_WORDS)))
 
 
 class _Finder:
@@ -260,11 +263,10 @@ class _Finder:
 
 
 _FINDERS = {  # by (keys wanted, values wanted)
-    (True, True): _Finder(_KEY_IDS | _VALUE_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
-    (True, False): _Finder(_KEY_IDS | _UNLIKE_IDS | _HARMLESS_IDS),
+    (True, True): _Finder(_KEY_IDS | _VALUE_IDS | _UNLIKE_IDS),
+    (True, False): _Finder(_KEY_IDS | _UNLIKE_IDS),
     (False, True): _Finder(_VALUE_IDS | _UNLIKE_IDS),
 }
-_HARMLESS_BYTES = [h.encode() for h in _HARMLESS_FOLDED]
 _LONGEST = max(len(w.encode()) for w in _WORDS)
 _WINDOW = 1 << 16  # bytes searched at once
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(/)")
@@ -282,6 +284,16 @@ def hints(text: str) -> tuple[bool, bool]:
     return _found(text, want_keys=True)
 
 
+def may_hold_secret(text: str) -> bool:
+    """Whether a secret may be in this JSON text, for a walk of its value (`Redactor.json`):
+    a hint, an exact key's word anywhere (`"auth "` and an exact key in a JSON string inside
+    a string are keys too, which the hints do not see), or an escape (checked by the walk)."""
+    if any(hints(text)):
+        return True
+    low = text.lower()
+    return "\\u" in text or any(key in low for key in EXACT_KEYS)
+
+
 def value_hints(text: str) -> bool:
     """A secret value may be there in this text."""
     return _found(text, want_keys=False)[1]
@@ -293,6 +305,8 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
     time (they overlap by a hint's length), so that text full of hints holds few matches at
     once, and only until the answer is known."""
     folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    if _MARKER_END in folded:
+        folded = _blank_markers(folded)
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         if values and (keys or not want_keys):
@@ -303,8 +317,6 @@ def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bo
         found = {index for index, _, _ in matches}
         if not exact and not found.isdisjoint(_UNLIKE_IDS):
             return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
-        if not found.isdisjoint(_HARMLESS_IDS):  # a marker's own words do not count
-            found = _outside_markers(window, matches, _FINDERS[wanted])
         named = not found.isdisjoint(_KEY_IDS)
         values = (
             values or not found.isdisjoint(_VALUE_IDS) or _assigned(window, matches, named, keys)
@@ -322,21 +334,18 @@ def _assigned(window: bytes, matches: list[tuple[int, int, int]], named: bool, k
     return known and _ASSIGNED_TO_KEY.search(window) is not None
 
 
-def _outside_markers(
-    window: bytes, matches: list[tuple[int, int, int]], finder: _Finder
-) -> set[int]:
-    """The hints of `matches` that are not inside a harmless marker: a few are checked one by
-    one; many (text made of markers) by blanking the markers out and searching again."""
-    if len(matches) > 64:
-        for marker in _HARMLESS_BYTES:
-            window = window.replace(marker, b" ")
-        return {index for index, _, _ in finder.find(window)}
-    spans = [(a, b) for index, a, b in matches if index in _HARMLESS_IDS]
-    return {
-        index
-        for index, a, b in matches
-        if index not in _HARMLESS_IDS and not any(x <= a and b <= y for x, y in spans)
-    }
+def _blank_markers(folded: bytes) -> bytes:
+    """The harmless markers in folded text blanked out (spaces between their quotes)."""
+    out = bytearray(folded)
+    end = folded.find(_MARKER_END)
+    while end >= 0:
+        end += len(_MARKER_END)
+        for marker in _MARKERS:
+            if folded.startswith(marker, end - len(marker)):
+                out[end - len(marker) + 1 : end - 1] = b" " * (len(marker) - 2)
+                break
+        end = folded.find(_MARKER_END, end)
+    return bytes(out)
 
 
 # A JSON string, in JSON text that may be cut short (a call's arguments as they stream): it runs

@@ -21,11 +21,12 @@ from convtap.redact.patterns import (
     is_placeholder,
     is_secret_key,
     is_secret_query_key,
+    may_hold_secret,
     path_is_secret,
     value_hints,
 )
 from convtap.wire.jsonvalue import dumps, loads
-from convtap.wire.sse import UNREAD_LINE, SSEEvent, format_event
+from convtap.wire.sse import SSEEvent, format_event, unread_line_starts
 
 # -- redaction -------------------------------------------------------------------------------------
 
@@ -67,8 +68,18 @@ class Redactor:
         return "".join(out)
 
     def json(self, value: Any) -> Any:
-        """A copy of a JSON value with every secret replaced (the input is not changed)."""
+        """A JSON value with every secret replaced: a copy, or the value itself when the cheap
+        look (`may_hold_secret` of its text) shows that none can be there. The input is never
+        changed."""
+        text = dumps(value)
+        if text is not None and not may_hold_secret(text):
+            return value
         return self._walk(value, True)
+
+    def may_hold_secret(self, text: str) -> bool:
+        """Whether `json` of the values of this JSON text (one or many) may change them: when
+        not, they need not be walked."""
+        return may_hold_secret(text)
 
     def dumps(self, value: Any) -> str | None:
         """`value` as stored (JSON text), redacted; unchanged values are not walked."""
@@ -201,7 +212,7 @@ class Redactor:
         """SSE text whose lines that the decoder never reads (comments `: …`, such as the
         server's pings; fields other than data and event; lines of no field) hold a hint of a
         secret, with each such line replaced by a comment holding a placeholder."""
-        starts = [m.end() for m in UNREAD_LINE.finditer(text)]
+        starts = unread_line_starts(text)
         lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
                  for start in starts]  # fmt: skip
         if not any(hints("\n".join(text[a:b] for a, b in lines))):  # all at once: mostly pings
@@ -286,6 +297,9 @@ class ClearText(Redactor):
 
     def json(self, value: Any) -> Any:
         return value
+
+    def may_hold_secret(self, text: str) -> bool:
+        return False
 
     def dumps(self, value: Any) -> str | None:
         return dumps(value)

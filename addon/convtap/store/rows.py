@@ -10,7 +10,9 @@ one row). `None` writes NULL.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from convtap.store.schema import TABLES
@@ -32,12 +34,12 @@ class Row:
 
     def columns(self) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         """The columns this row writes, and their values."""
-        pairs = [
-            (f.name, value)
-            for f in dataclasses.fields(self)
-            if (value := getattr(self, f.name)) is not UNSET
-        ]
-        return tuple(name for name, _ in pairs), tuple(value for _, value in pairs)
+        names, read = _readers.get(type(self)) or _reader(type(self))
+        values = read(self)
+        if not any(value is UNSET for value in values):
+            return names, values
+        kept = [n for n, value in enumerate(values) if value is not UNSET]
+        return tuple(names[n] for n in kept), tuple(values[n] for n in kept)
 
     def flow(self) -> str | None:
         """The flow the row derives from (where a failure to write it is told)."""
@@ -234,6 +236,18 @@ def check_against_schema(row_type: type[Row]) -> None:
         if fields[name].split(" | ")[0] != kind.__name__:
             raise TypeError(f"{row_type.__name__}.{name} is {fields[name]}, "
                             f"the column is {kind.__name__}")  # fmt: skip
+
+
+# A row type's columns, and what reads its values (in C), made once per row type.
+_readers: dict[type[Row], tuple[tuple[str, ...], Callable[[Row], tuple[Any, ...]]]] = {}
+
+
+def _reader(row_type: type[Row]) -> tuple[tuple[str, ...], Callable[[Row], tuple[Any, ...]]]:
+    names = tuple(f.name for f in dataclasses.fields(row_type))
+    get = attrgetter(*names)
+    read = get if len(names) > 1 else lambda row: (get(row),)
+    _readers[row_type] = names, read
+    return names, read
 
 
 for _row_type in ROW_TYPES:

@@ -4,7 +4,7 @@ long-lived map of a live recorder is one (the recorder runs for days; memory mus
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 K = TypeVar("K")
@@ -40,6 +40,17 @@ class Kept(list[V]):
             self.listener(item)
         if len(self) < self.limit:
             super().append(item)
+
+    def extend(self, items: Iterable[V]) -> None:
+        if self.listener is not None:
+            for item in items:
+                self.append(item)
+            return
+        items = list(items)
+        self.total += len(items)
+        room = self.limit - len(self)
+        if room > 0:
+            super().extend(items[:room])
 
     @property
     def dropped(self) -> int:

@@ -9,7 +9,9 @@ models.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, TypeGuard
 
 import orjson
@@ -51,6 +53,8 @@ class InvalidDelta(ValueError):
 
 
 _NONE: Sequence[DecoderEvent] = ()
+# Typed events that do more than being kept (`DeltaDecoder._object`).
+_OWN_WAY = frozenset({"stream_handoff", "message_stream_complete", "input_message"})
 
 
 def is_message(value: object) -> TypeGuard[dict[str, Any]]:
@@ -88,6 +92,7 @@ class DeltaDecoder:
         self._status: dict[str, JSON] = {}
         self._bounds_hit: set[str] = set()
         self._into: Appended | None = None  # where the `feed_all` under way collects appends
+        self._changed = False  # the `feed_all` under way changed a message
         self.reset_state()
 
     def reset_state(self) -> None:
@@ -119,7 +124,11 @@ class DeltaDecoder:
         found: list[DecoderEvent] = []
         self._into = into
         try:
-            parts = events.parts if isinstance(events, Frames) else [events]
+            parts: Sequence[BareRun | Sequence[SSEEvent]] = (
+                events.parts
+                if isinstance(events, Frames)
+                else [events if isinstance(events, Sequence) else list(events)]
+            )
             for part in parts:
                 if isinstance(part, BareRun):
                     taken = self._continue_run(part)
@@ -130,7 +139,8 @@ class DeltaDecoder:
                 self._feed_events(part, found)
         finally:
             self._into = None
-        if any(type(event) is MessageChanged for event in found):
+        if self._changed:
+            self._changed = False
             self._materialize()  # a changed message is read as it is now
         return found
 
@@ -150,13 +160,22 @@ class DeltaDecoder:
         self.event_count += len(values)
         return self._extend(index, values)
 
-    def _feed_events(self, events: Iterable[SSEEvent], found: list[DecoderEvent]) -> None:
+    def _feed_events(self, events: Sequence[SSEEvent], found: list[DecoderEvent]) -> None:
         loads_fast = orjson.loads
         into = self._into
-        for event in events:
-            if self._pending is not None and event[0] == "delta":
+        at, count = 0, len(events)
+        while at < count:
+            event = events[at]
+            name, data = event
+            if name == "message" and data[:1] == "{":  # maybe a run of typed events
+                taken = self._typed_run(events, at, found)
+                if taken:
+                    at += taken
+                    continue
+            at += 1
+            if self._pending is not None and name == "delta":
                 try:
-                    obj = loads_fast(event[1])
+                    obj = loads_fast(data)
                 except orjson.JSONDecodeError:
                     obj = None
                 if type(obj) is dict and len(obj) == 1 and type(obj.get("v")) is str:
@@ -168,10 +187,42 @@ class DeltaDecoder:
             if into is None:
                 found += self._feed_one(event)
             else:
-                count = len(into.pieces)
+                pieces = len(into.pieces)
                 found += self._feed_one(event)
-                if len(into.pieces) == count:
-                    into.others.append(event[1])
+                if len(into.pieces) == pieces:
+                    into.others.append(data)
+
+    def _typed_run(self, events: Sequence[SSEEvent], at: int, found: list[DecoderEvent]) -> int:
+        """The typed events (`message_marker`, ...) from `events[at]` on, taken the short way
+        `_object` takes for one, and kept all at once: how many (0: the first is not one)."""
+        loads_fast = orjson.loads
+        conversation_id = self.conversation_id
+        objs: list[dict[str, Any]] = []
+        for name, data in itertools.islice(events, at, None):
+            if name != "message" or data[:1] != "{":
+                break
+            try:
+                obj = loads_fast(data)
+            except orjson.JSONDecodeError:
+                break
+            kind = obj.get("type") if type(obj) is dict else None
+            if type(kind) is not str or kind in _OWN_WAY:
+                break
+            if obj.get("conversation_id", conversation_id) != conversation_id:
+                if objs:
+                    break  # the ones before it first: the conversation is seen in order
+                found += self._conversation(obj)
+                conversation_id = self.conversation_id
+            objs.append(obj)
+        if objs:
+            taken = len(objs)
+            self.event_index += taken
+            self.event_count += taken
+            self.events.extend(objs)
+            found.extend(map(tuple.__new__, itertools.repeat(ControlEvent), zip(objs)))
+            if self._into is not None:
+                self._into.others.extend(map(itemgetter(1), events[at : at + taken]))
+        return len(objs)
 
     def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
         """Rule 2: bare frames (events from `index` on) continuing the string append under
@@ -271,6 +322,7 @@ class DeltaDecoder:
         if known and self._status.get(mid) == status:
             return _NONE
         self._status[mid] = status
+        self._changed = True
         return [MessageChanged(message)]
 
     def _bound(self, index: int, kind: str, detail: str) -> Sequence[DecoderEvent]:

@@ -37,10 +37,10 @@ class MessageChanged:
         return str(self.message["id"])
 
 
-@dataclass(frozen=True, slots=True)
-class ControlEvent:
+class ControlEvent(NamedTuple):
     """An event with a `type` that is not a delta (`stream_handoff`, `message_marker`, a
-    Responses API event, ...): its parsed data."""
+    Responses API event, ...): its parsed data. A tuple, as `DecodeError`: made once per event
+    of a stream of them, it costs a third of a frozen dataclass."""
 
     payload: dict[str, Any]
 

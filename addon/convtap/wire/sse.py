@@ -35,6 +35,9 @@ _SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
 UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 _UNREAD = re.compile(UNREAD_LINE.pattern.encode())
+# The same after a line end: a pattern that starts with a literal is searched for it (fast),
+# where one that starts with `(?:\A|\n)` is tried at every position.
+_UNREAD_AFTER_LF = re.compile(UNREAD_LINE.pattern.replace("(?:\\A|\\n)", "\\n", 1))
 # Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
 # with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
 # only JSON's escapes). Runs of them are not split into events (see `BareRun`).
@@ -43,6 +46,14 @@ _BARE_SHAPES = [  # (a run of them, the text before each string)
     (re.compile(f'(?:{re.escape(head)}{_STRING_BODY}"}}\n\n)+'), head)
     for head in ('event: delta\ndata: {"v": "', 'event: delta\ndata: {"v":"')
 ]
+
+
+def unread_line_starts(text: str) -> list[int]:
+    """Where the lines of `text` that match `UNREAD_LINE` start."""
+    starts = [m.end() for m in _UNREAD_AFTER_LF.finditer(text)]
+    if text[:1] != "\n" and UNREAD_LINE.match(text):
+        starts.insert(0, 0)
+    return starts
 
 
 class SSEEvent(NamedTuple):
@@ -301,7 +312,10 @@ class SSEParser:
             return self._parse_slowly(block)
         names = parts[1::3]
         if None in names or "" in names:
-            names = [name or "message" for name in names]
+            if names.count(None) == len(names):  # no event named: all `message`
+                names = list(repeat("message", len(names)))
+            else:
+                names = [name or "message" for name in names]
         pairs = zip(names, datas, strict=True)
         if "" in datas:  # an event whose data is empty is not dispatched
             return [SSEEvent(name, data) for name, data in pairs if data]
