@@ -7,41 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.seeds import har_entry
+
 ROOT = Path(__file__).resolve().parents[2]
 OLDER = ROOT / "captures" / "examples" / "diff" / "older.har"
 RESPONSES = "https://api.openai.com/v1/responses"
 
 
 def entry(url: str, request: Any, sse: str, at: str) -> dict[str, Any]:
-    text = json.dumps(request, ensure_ascii=False)
-    return {
-        "startedDateTime": at,
-        "time": 10,
-        "request": {
-            "method": "POST",
-            "url": url,
-            "httpVersion": "HTTP/1.1",
-            "headers": [{"name": "content-type", "value": "application/json"}],
-            "cookies": [],
-            "queryString": [],
-            "headersSize": -1,
-            "bodySize": len(text),
-            "postData": {"mimeType": "application/json", "text": text},
-        },
-        "response": {
-            "status": 200,
-            "statusText": "OK",
-            "httpVersion": "HTTP/1.1",
-            "headers": [{"name": "content-type", "value": "text/event-stream"}],
-            "cookies": [],
-            "redirectURL": "",
-            "headersSize": -1,
-            "bodySize": len(sse),
-            "content": {"size": len(sse), "mimeType": "text/event-stream", "text": sse},
-        },
-        "cache": {},
-        "timings": {"send": 1, "wait": 8, "receive": 1},
-    }
+    return har_entry(url, request, sse.encode(), at)
 
 
 def har(entries: list[dict[str, Any]]) -> dict[str, Any]:
