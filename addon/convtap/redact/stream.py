@@ -78,7 +78,7 @@ class _Mark:
 class Held:
     at: float
     text: str  # as it came (lines the decoder does not read already redacted)
-    events: Sequence[SSEEvent]  # as they came
+    events: Sequence[SSEEvent]  # as they came (never changed by its reader)
     keep: Keep  # where it goes when it goes (its flow's raw rows)
     appended: int  # characters of text its bare frames and appends add
     values: bool  # a hint of a secret value in it
@@ -203,7 +203,9 @@ class StreamRedaction:
         before = _carry(self.held[-1].after) if self.held else self.carry
         item = ANY_ITEM if pieces else before.item
         after = Carry(self.state.secret_path, item, (before.text + pieces)[-TAIL:])
-        self.held.append(Held(at, text, tuple(events), keep, len(pieces), values, after))
+        # The events as given (a block's runs of bare frames are made into events only if a look
+        # needs them: most chunks go out unlooked at).
+        self.held.append(Held(at, text, events, keep, len(pieces), values, after))
         if keys or values or self.state.secret_path or self.open:
             self._look(any(held.values for held in self.held))
         self._release()
@@ -258,7 +260,7 @@ class StreamRedaction:
         for held in self.held:
             count = len(held.events)
             redacted, out = out[:count], out[count:]
-            held.stored = None if held.events == tuple(redacted) else "".join(
+            held.stored = None if tuple(held.events) == tuple(redacted) else "".join(
                 format_event(e) for e in redacted
             )  # fmt: skip
 
