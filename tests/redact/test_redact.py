@@ -76,6 +76,9 @@ def test_redacting_twice_changes_nothing() -> None:
         ('{"v": "SK-proj-abc"}', (False, True)),
         ('{"v": "s\\u006b-proj-abc"}', (False, True)),
         ('{"marker": "cot_token", "v": "🌿 é"}', (False, False)),  # a marker, not a key
+        ('["cot_token","last_token""user_visible_token"]', (False, False)),  # side by side
+        ('{"marker": "last_token", "token": 1}', (True, False)),  # a key beside a marker
+        ('{"m": "cot_token", "v": "sk-proj-abc"}', (False, True)),
         ('{"v": "\ud800 lone surrogate"}', (False, False)),
     ],
 )

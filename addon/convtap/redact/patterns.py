@@ -236,6 +236,7 @@ _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
 # count, and a hint beside it is found as it is. Every marker ends so:
 _MARKER_END = b'_token"'
 _MARKERS = [h.replace("-", "_").encode() for h in _HARMLESS]
+_BLANKS = [(m, b'"' + b" " * (len(m) - 2) + b'"') for m in _MARKERS]
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
 # them all; a match's index says what it is. Once one kind of hint is found, an automaton
 # without it looks for the other: text full of "token" is not matched word by word. (Past
@@ -335,17 +336,11 @@ def _assigned(window: bytes, matches: list[tuple[int, int, int]], named: bool, k
 
 
 def _blank_markers(folded: bytes) -> bytes:
-    """The harmless markers in folded text blanked out (spaces between their quotes)."""
-    out = bytearray(folded)
-    end = folded.find(_MARKER_END)
-    while end >= 0:
-        end += len(_MARKER_END)
-        for marker in _MARKERS:
-            if folded.startswith(marker, end - len(marker)):
-                out[end - len(marker) + 1 : end - 1] = b" " * (len(marker) - 2)
-                break
-        end = folded.find(_MARKER_END, end)
-    return bytes(out)
+    """The harmless markers in folded text blanked out (spaces between their quotes): one
+    replace a marker, at C speed (a marker keeps its quotes, so one beside another is found)."""
+    for marker, blank in _BLANKS:
+        folded = folded.replace(marker, blank)
+    return folded
 
 
 # A JSON string, in JSON text that may be cut short (a call's arguments as they stream): it runs
