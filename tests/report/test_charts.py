@@ -130,6 +130,8 @@ def test_usage_from_an_event_and_what_is_no_usage() -> None:
              "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 5}}  # fmt: skip
     event = "event: response.completed\ndata: " + json.dumps({"response": {"usage": usage}})
     assert event_usage(event) == Usage(10, 4, 7, 5)
+    chunk = f'data: {{"type": "response.output_text.done"}}\n\n{event}\n\ndata: {{"v": 1}}\n\n'
+    assert event_usage(chunk) == Usage(10, 4, 7, 5)  # a row holds one chunk's events
     assert event_usage('data: {"response": {"usage": null}}') is None
     assert event_usage("data: not json") is None and event_usage(None) is None
     assert Usage.of({"input_tokens": "10", "output_tokens": True, "output_tokens_details": 3}) == (

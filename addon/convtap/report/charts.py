@@ -20,6 +20,7 @@ from markupsafe import Markup
 from convtap.report.svg import Bar, Series, bar_chart, number
 from convtap.store import report_queries as queries
 from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.sse import SSEParser
 
 TEMPLATE = resources.files("convtap.report") / "charts.html.j2"
 MAX_BARS = 120
@@ -63,14 +64,16 @@ def _count(value: Any, key: str) -> int:
 
 
 def event_usage(sse_text: str | None) -> Usage | None:
-    """The usage a raw Responses event carries (`response.usage` in its data), if any."""
+    """The usage the last of a raw row's Responses events carries (`response.usage` in its
+    data), if any: a row holds the events of one chunk."""
     if not sse_text:
         return None
-    data = "\n".join(line[5:].removeprefix(" ") for line in sse_text.splitlines()
-                     if line.startswith("data:"))  # fmt: skip
-    event = loads_or_none(data)
-    response = event.get("response") if isinstance(event, dict) else None
-    return Usage.of(response.get("usage")) if isinstance(response, dict) else None
+    for event in reversed(SSEParser().feed(sse_text.encode("utf-8", "surrogateescape") + b"\n\n")):
+        value = loads_or_none(event.data)
+        response = value.get("response") if isinstance(value, dict) else None
+        if isinstance(response, dict) and (usage := Usage.of(response.get("usage"))) is not None:
+            return usage
+    return None
 
 
 @dataclass(frozen=True)

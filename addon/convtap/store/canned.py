@@ -58,7 +58,7 @@ order by returns desc""",
     },
     "findings_by_rule": {
         "title": "Findings by rule",
-        "description": "`convtap explain RULE` says what each rule checks and why.",
+        "description": "`convtap rules RULE` says what each rule checks and why.",
         "sql": """select rule, severity, count(*) as findings,
   count(distinct conversation_id) as conversations
 from findings
@@ -108,8 +108,7 @@ def database_metadata() -> dict[str, Any]:
 def metadata(name: str) -> dict[str, Any]:
     """A Datasette metadata document for one capture served as `name`, its canned queries
     included: for a Datasette without convtap's plugin (`datasette DB -m FILE`)."""
-    queries = {key: {"title": q["title"], "description": q["description"], "sql": q["sql"]}
-               for key, q in QUERIES.items()}  # fmt: skip
+    queries = {key: dict(query) for key, query in QUERIES.items()}
     return {"databases": {name: {**database_metadata(), "queries": queries}}}
 
 
