@@ -665,6 +665,9 @@ def test_an_unusable_redaction_key_is_one_line_and_leaves_nothing(
         one_line_error(ran)
         assert "redaction key" in ran.stderr
         assert sorted(p.name for p in work.iterdir()) in ([], ["new.db.journal"])
+    decoded = convtap("decode", str(SSE / "alefita_way_call.sse"))  # said as the key, not the input
+    one_line_error(decoded)
+    assert "redaction key" in decoded.stderr
 
 
 @pytest.mark.parametrize("odd", ["not UTF-8", "a folder"])

@@ -145,6 +145,7 @@ def decode(
     """
     from convtap.ingest.decoding import DecodeInputError
     from convtap.ingest.decoding import decode as decode_files
+    from convtap.record.local import RedactionKeyError
 
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
@@ -153,7 +154,7 @@ def decode(
     try:
         decode_files(list(files), sys.stdout, fmt=fmt, protocol=protocol, ws_path=ws_path,
                      redact=not no_redact)  # fmt: skip
-    except DecodeInputError as exc:
+    except (DecodeInputError, RedactionKeyError) as exc:
         fail(str(exc))
 
 

@@ -21,7 +21,8 @@ from typing import IO, Any, BinaryIO, TextIO
 import orjson
 
 from convtap.ingest.responses_text import frame_line, item_line
-from convtap.redact.redactor import ClearText, Redactor
+from convtap.record.local import redactor as redaction
+from convtap.redact.redactor import Redactor
 from convtap.wire.events import ControlEvent, DecodeError, DecoderEvent, OtherEvent
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses
@@ -136,7 +137,7 @@ def decode_streams(
     redact: bool = True,
 ) -> None:
     """Bodies (the first, then its resume legs) read from open binary files."""
-    redactor: Redactor = Redactor() if redact else ClearText()
+    redactor = redaction(redact)
     first = handles[0].read(PIECE)
     if protocol == "responses" or (protocol == "auto" and looks_like_responses(first)):
         _responses(handles, first, out, fmt, redactor)

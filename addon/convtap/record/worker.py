@@ -41,10 +41,9 @@ from convtap.journal.segments import (
     segment_path,
     segments,
 )
-from convtap.record.local import echo_to
+from convtap.record.local import echo_to, redactor
 from convtap.record.queued_output import QueuedOutput
 from convtap.record.recorder import Recorder
-from convtap.redact.redactor import ClearText, Redactor
 from convtap.store.database import StoreFull, Writer, audit_timeline, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
 from convtap.wire.session import SOCKETS, endpoint_kind
@@ -60,7 +59,7 @@ class JournalConsumer:
     def __init__(self, db: str, *, redact: bool, echo: str) -> None:
         self.writer = Writer(db)
         self.directory = journal_dir(db)
-        self.recorder = Recorder(self.writer, Redactor() if redact else ClearText(), echo_to(echo))
+        self.recorder = Recorder(self.writer, redactor(redact), echo_to(echo))
         committed, low = _positions(self.writer.journal_position())
         self.reader = JournalReader(self.directory, committed)
         self.position = committed  # the end of the last record taken
