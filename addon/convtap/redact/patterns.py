@@ -237,6 +237,7 @@ _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
 _MARKER_END = b'_token"'
 _MARKERS = [h.replace("-", "_").encode() for h in _HARMLESS]
 _BLANKS = [(m, b'"' + b" " * (len(m) - 2) + b'"') for m in _MARKERS]
+_FEW_MARKERS = 16  # blanked where they are found; past that many, by replace
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
 # them all; a match's index says what it is. Once one kind of hint is found, an automaton
 # without it looks for the other: text full of "token" is not matched word by word. (Past
@@ -336,8 +337,21 @@ def _assigned(window: bytes, matches: list[tuple[int, int, int]], named: bool, k
 
 
 def _blank_markers(folded: bytes) -> bytes:
-    """The harmless markers in folded text blanked out (spaces between their quotes): one
-    replace a marker, at C speed (a marker keeps its quotes, so one beside another is found)."""
+    """The harmless markers in folded text blanked out (spaces between their quotes), found
+    where their common end is; text holding many is blanked one replace a marker (C speed)."""
+    out: bytearray | None = None
+    end = folded.find(_MARKER_END)
+    for _ in range(_FEW_MARKERS):
+        if end < 0:
+            return folded if out is None else bytes(out)
+        stop = end + len(_MARKER_END)
+        for marker, blank in _BLANKS:
+            if folded.startswith(marker, stop - len(marker)):
+                out = bytearray(folded) if out is None else out
+                out[stop - len(marker) : stop] = blank
+                break
+        end = folded.find(_MARKER_END, stop)
+    del out  # many: all of them replaced (the copy made so far is let go first)
     for marker, blank in _BLANKS:
         folded = folded.replace(marker, blank)
     return folded
