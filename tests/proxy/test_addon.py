@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
+from tests.harness import complete_events
 from tests.seeds import CALL_ID, SSE, tool_return, user_turn
 
 BODY = (SSE / "alefita_way_call.sse").read_bytes()
@@ -177,3 +178,29 @@ def test_garbage_bodies_never_raise(
         addon.response(flow)
         addon.done()
     assert query(db, "SELECT failure FROM flows") == [(None,)]  # the recorder took it all
+
+
+def test_once_stopping_nothing_of_ours_goes_to_a_client_unrecorded(tmp_path: Path) -> None:
+    """mitmproxy's connections live on for a moment after `done` (other addons' hooks, the
+    loop's end): what streams then could not be journaled, so the client does not get it."""
+    addon = ConvtapAddon()
+    db = tmp_path / "t.db"
+    half = len(BODY) // 2
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+        flow = conversation_flow(user_turn())
+        addon.request(flow)
+        addon.responseheaders(flow)
+        tap = flow.response.stream  # type: ignore[union-attr]
+        assert tap(BODY[:half]) == BODY[:half]  # type: ignore[operator]
+        addon.done()
+        assert tap(BODY[half:]) == []  # no chunk at all: an empty one ends a chunked body
+        late = conversation_flow(user_turn())
+        addon.request(late)
+        assert late.response is not None and late.response.status_code == 503
+        other = tflow.tflow(req=tutils.treq(path=b"/elsewhere"), resp=False)
+        addon.request(other)
+        assert other.response is None  # not ours: it passes as ever
+    # what went to the client before, all of it, and nothing after
+    assert query(db, "SELECT sum(count) FROM events") == [(complete_events(BODY[:half]),)]
+    assert query(db, "SELECT count(*) FROM flows") == [(1,)]

@@ -39,6 +39,7 @@ from convtap.wire.session import SOCKETS, STREAMED, endpoint_kind
 
 log = logging.getLogger("convtap")
 KEEP_BODY = 16 << 20  # bytes of a streamed body kept on its flow for mitmproxy's views
+STOPPING = b"convtap is stopping: this request was not forwarded (nothing would record it)\n"
 LAG_REPORT = 64_000_000  # bytes of journal behind which the lag is reported (then at each 2x)
 
 
@@ -59,6 +60,9 @@ class ConvtapAddon:
         self.tapped: set[str] = set()
         self.ws_trim = False
         self.started = False  # mitmproxy is running (its startup is over)
+        # mitmproxy is stopping and the journal is closed: nothing more of ours is forwarded,
+        # since nothing would record it (its connections live on for a moment after `done`)
+        self.stopping = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -139,6 +143,7 @@ class ConvtapAddon:
 
     def done(self) -> None:
         contentview.unregister()
+        self.stopping = True
         self.close()
 
     def close(self) -> None:
@@ -162,6 +167,9 @@ class ConvtapAddon:
             kind = endpoint_kind(flow.request.method, flow.request.path)
             if kind is None:
                 return  # not ours: it passes untouched and unrecorded
+            if self.stopping:
+                flow.response = http.Response.make(503, STOPPING, {"content-type": "text/plain"})
+                return
             self.kinds[flow.id] = kind
             self.send(request_seen(flow, "live" if flow.live else "import"))
         except Exception as exc:
@@ -178,7 +186,8 @@ class ConvtapAddon:
                 encoding = flow.response.headers.get("content-encoding", "")
                 keep = ctx.options.convtap_keep_body
                 sink = self.backend.chunks(flow.id) if self.backend is not None else _nowhere
-                flow.response.stream = Tap(flow.id, encoding, sink, self.failure, keep)
+                flow.response.stream = Tap(flow.id, encoding, sink, self.failure, keep,
+                                           stopped=lambda: self.stopping)  # fmt: skip
                 self.tapped.add(flow.id)
         except Exception as exc:
             self.failure(flow.id, exc)

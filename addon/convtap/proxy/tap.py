@@ -67,8 +67,10 @@ class Tap:
         sink: Callable[[bytes, float], None],
         fail: Callable[[str, BaseException], None],
         keep: int = 0,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> None:
         self.flow_id, self.sink, self.on_failure = flow_id, sink, fail
+        self.stopped = stopped  # the proxy is stopping: what comes now could not be journaled
         self.failed = False
         self.keep = keep
         # the body as it went to the client, for mitmproxy's views and saved flows: its chunks
@@ -81,7 +83,9 @@ class Tap:
         except Exception as exc:
             self.fail(exc)
 
-    def __call__(self, data: bytes) -> bytes:
+    def __call__(self, data: bytes) -> bytes | list[bytes]:
+        if self.stopped():  # the client never gets what the journal cannot have: no chunk at
+            return []  # all (an empty one is the end of a chunked body, a clean end it is not)
         if self.kept is not None:
             self.kept_size += len(data)
             if self.kept_size > self.keep:
