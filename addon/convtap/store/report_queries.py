@@ -17,6 +17,8 @@ from typing import Any
 
 import sqlite_utils
 
+from convtap.store.compact import event_text
+
 # -- the summary and the lists ---------------------------------------------------------------
 
 
@@ -93,12 +95,12 @@ def step_exchange(
     row = next(capture.query(EXCHANGE, [step_id]), None)
     if row is None:
         return None, None, iter(())
-    events = (r["data"] for r in capture.query(EXCHANGE_EVENTS, [step_id]))
+    events = (event_text(r) for r in capture.query(EXCHANGE_EVENTS, [step_id]))
     return row["request_body"], row["response_body"], events
 
 
 EXCHANGE = "SELECT request_body, response_body FROM flows WHERE id = ? AND kind = 'responses'"
-EXCHANGE_EVENTS = "SELECT data FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
+EXCHANGE_EVENTS = "SELECT * FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
 
 
 def step_info(capture: sqlite_utils.Database, step_id: str) -> dict[str, Any]:
@@ -299,8 +301,9 @@ UNION ALL
 SELECT f.id, 'responses', f.started_at, f.ended_at, {FIRST_EVENT.format("f.id")},
     CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
          THEN json_extract(f.response_body, '$.usage') END,
-    (SELECT e.data FROM events e WHERE e.flow_id = f.id AND e.event = 'sse'
-     AND e.data LIKE '%"usage"%' ORDER BY e.seq DESC LIMIT 1)
+    (SELECT convtap_event(e.data, e.raw) AS usage_event FROM events e
+     WHERE e.flow_id = f.id AND e.event = 'sse' AND usage_event LIKE '%"usage"%'
+     ORDER BY e.seq DESC LIMIT 1)
 FROM flows f WHERE f.kind = 'responses'"""
 
 # A finding happened when the request it was found in started (an audit rewrites created_at).
