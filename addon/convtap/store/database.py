@@ -81,7 +81,7 @@ def index_text(db: sqlite_utils.Database) -> None:
 
 
 BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
-PAGE_SIZE = 8192  # bytes, for a new database
+PAGE_SIZE = 4096  # bytes, for a new database
 
 
 def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
@@ -111,11 +111,10 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     _check_is_ours(path, allow_empty=create)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
-        # A new database's pages are larger than SQLite's 4 KiB: a raw event row (a 16 KiB
-        # network chunk) takes fewer overflow pages. 8 KiB, not 16: a message row (often 10-15
-        # KB) sat alone in a 16 KiB page, a third of it empty; at 8 KiB its overflow pages are
-        # full. The database is 14 % smaller for the same CPU (bench/recorder_bench.py). An
-        # existing database keeps its own page size.
+        # 4 KiB pages, SQLite's own. Schema 2-4 made 8 KiB ones, for raw event rows of a 16 KiB
+        # network chunk each; compressed (schema 5) they are 2-3 KB, and a row's last overflow
+        # page is half empty on average: the database is 17 % smaller at 4 KiB for the same CPU
+        # (bench/recorder_bench.py). An existing database keeps its own page size.
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         add_sql_functions(conn)
         db = sqlite_utils.Database(conn)
