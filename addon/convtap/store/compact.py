@@ -48,7 +48,7 @@ def event_bytes(row: Mapping[str, Any]) -> bytes:
     """A raw event row's bytes, exactly as they came."""
     data, raw = row["data"], row.get("raw")
     if data is None:
-        return zlib.decompress(raw)
+        return zlib.decompress(row["raw"])
     return raw if isinstance(raw, bytes) else str(data).encode()
 
 
