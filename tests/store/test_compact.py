@@ -271,3 +271,26 @@ def test_a_schema_4_capture_is_read_as_it_is_and_migrated_in_place(tmp_path: Pat
     once = dict(migrated.execute("SELECT id, json_without_text FROM messages").fetchall())
     assert once == {"m1": 1, "m2": 1, "m3": None, "m4": None}
     migrated.conn.close()
+
+
+def test_a_capture_older_than_schema_4_is_reported_as_it_is(tmp_path: Path) -> None:
+    """Its events have no `raw` column: the report's SQL reads their `data` as the text."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    db = sqlite_utils.Database(conn)
+    for migrate in MIGRATIONS[:2]:
+        migrate(db)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    conn.execute("INSERT INTO flows (id, kind, started_at, ended_at) "
+                 "VALUES ('r', 'responses', 1.0, 2.0)")  # fmt: skip
+    usage = {"type": "response.completed", "response": {"usage": {"input_tokens": 1234}}}
+    event = f"data: {json.dumps(usage)}\n\n"
+    conn.execute("INSERT INTO events (flow_id, seq, at, event, count, data) "
+                 "VALUES ('r', 0, 1.5, 'sse', 1, ?)", [event])  # fmt: skip
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    ran = convtap("report", "--db", str(path), "--output", str(tmp_path / "r.html"))
+    assert ran.returncode == 0, ran.stderr
+    assert "1,234 input tokens" in (tmp_path / "r.html").read_text()
+    assert path.read_bytes() == before

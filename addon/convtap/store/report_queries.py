@@ -264,7 +264,7 @@ FROM flows WHERE id = ?"""
 
 def request_count(capture: sqlite_utils.Database) -> int:
     """How many requests `request_times` yields."""
-    return int(capture.execute(f"SELECT count(*) FROM ({REQUEST_TIMES})").fetchone()[0])
+    return int(capture.execute(f"SELECT count(*) FROM ({_request_times(capture)})").fetchone()[0])
 
 
 def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
@@ -272,7 +272,16 @@ def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
     protocol, started_at, ended_at, first_at (its first event's arrival, None without one), and
     for the Responses API what carries its usage: the JSON answer's `usage` (`usage`) or the
     last raw event naming a usage (`usage_event`, SSE text)."""
-    return capture.query(f"{REQUEST_TIMES} ORDER BY started_at, id")
+    return capture.query(f"{_request_times(capture)} ORDER BY started_at, id")
+
+
+def _request_times(capture: sqlite_utils.Database) -> str:
+    """`REQUEST_TIMES` for this capture: one made before schema 4 has no `raw` column, and its
+    `data` is the text."""
+    text = (
+        "e.data" if "raw" not in capture["events"].columns_dict else "convtap_event(e.data, e.raw)"
+    )
+    return REQUEST_TIMES.format(event_text=text)
 
 
 def activity_span(capture: sqlite_utils.Database) -> tuple[float | None, float | None]:
@@ -301,7 +310,7 @@ UNION ALL
 SELECT f.id, 'responses', f.started_at, f.ended_at, {FIRST_EVENT.format("f.id")},
     CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
          THEN json_extract(f.response_body, '$.usage') END,
-    (SELECT convtap_event(e.data, e.raw) AS usage_event FROM events e
+    (SELECT {{event_text}} AS usage_event FROM events e
      WHERE e.flow_id = f.id AND e.event = 'sse' AND usage_event LIKE '%"usage"%'
      ORDER BY e.seq DESC LIMIT 1)
 FROM flows f WHERE f.kind = 'responses'"""
