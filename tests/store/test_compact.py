@@ -250,10 +250,16 @@ def test_a_schema_4_capture_is_read_as_it_is_and_migrated_in_place(tmp_path: Pat
     old = open_readonly(path)
     assert reads(path, old) == expected
     old.conn.close()
-    for command in (["calls", "--db"], ["export", "--output", str(tmp_path / "x.har"), "--db"]):
-        assert convtap(*command, str(path)).returncode == 0
+    for command in (
+        ["calls", "--db"],
+        ["export", "--output", str(tmp_path / "x.har"), "--db"],
+        ["report", "--output", str(tmp_path / "r.html"), "--db"],
+        ["diff", "--against-schemas"],
+    ):
+        ran = convtap(*command, str(path))
+        assert ran.returncode == 0, ran.stderr
     assert path.read_bytes() == before  # read-only commands leave it as it was
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db", "x.har"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db", "r.html", "x.har"]
     har = json.loads((tmp_path / "x.har").read_text())["log"]["entries"][0]["response"]
     assert har["content"]["encoding"] == "base64"  # the bytes that are not UTF-8, as they came
 
