@@ -323,3 +323,24 @@ def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def capture_bytes(db: Path) -> bytes:
+    """What a capture holds, as a search for a secret in clear must read it: its files' bytes
+    (the database, its WAL), and every raw event's bytes (stored zlib-compressed)."""
+    from convtap.store.compact import event_bytes
+
+    files = [Path(f"{db}{suffix}") for suffix in ("", "-wal")]
+    held = b"".join(p.read_bytes() for p in files if p.is_file())
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.row_factory = sqlite3.Row
+        events = conn.execute("SELECT data, raw FROM events").fetchall()
+    return held + b"".join(event_bytes(dict(row)) for row in events)
+
+
+def events_sql(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """The connection, with convtap's SQL functions (`convtap_event`) added."""
+    from convtap.store.compact import add_sql_functions
+
+    add_sql_functions(conn)
+    return conn

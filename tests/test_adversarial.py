@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import MITMDUMP, burst_upstream, peak_mb_while
+from tests.harness import MITMDUMP, burst_upstream, capture_bytes, peak_mb_while
 from tests.runner import convtap
 from tests.seeds import SSE, call_and_return_har, har_entry, user_turn
 
@@ -929,6 +929,7 @@ def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_pat
     """A raw `.sse` was one `events` row for the whole body (`diff` on a large one took 48 s and
     800 MB); it is fed in pieces as a live stream arrives, and stored a piece's events a row."""
     from convtap.record.flows import PIECE
+    from convtap.store.database import event_bytes
 
     frames = b"".join(b'event: delta\ndata: {"v": " word %d"}\n\n' % n for n in range(20_000))
     body = NOT_UTF8.replace(b"data: [DONE]\n\n", b"")
@@ -937,7 +938,8 @@ def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_pat
     db = tmp_path / "long.db"
     assert convtap("import", str(raw), "--db", str(db)).returncode == 0
     with sqlite3.connect(db) as conn:
-        sizes = [n for (n,) in conn.execute("SELECT length(CAST(data AS BLOB)) FROM events")]
+        conn.row_factory = sqlite3.Row
+        sizes = [len(event_bytes(dict(row))) for row in conn.execute("SELECT * FROM events")]
         (events,) = conn.execute("SELECT sum(count) FROM events").fetchone()
     assert len(sizes) >= len(raw.read_bytes()) // PIECE and max(sizes) <= 2 * PIECE, sizes[:5]
     assert events >= 20_000
@@ -1003,7 +1005,7 @@ def outputs_of_uncaught(tmp_path_factory: pytest.TempPathFactory) -> dict[str, b
     har.write_text(json.dumps(uncaught_har()))
     db = folder / "kinds.db"
     assert convtap("import", str(har), "--db", str(db)).returncode == 0
-    outputs = {"db": b"".join(p.read_bytes() for p in folder.glob("kinds.db*"))}
+    outputs = {"db": capture_bytes(db)}
     assert convtap("report", "--db", str(db), "--output", str(folder / "r.html")).returncode == 0
     outputs["report"] = (folder / "r.html").read_bytes()
     for flags in ([], ["--shape-only"], ["--blank-words"]):

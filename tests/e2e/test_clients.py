@@ -19,7 +19,7 @@ from convtap.mock.refclient import RefClient
 from convtap.mock.server import MockServer
 from jsonschema import Draft202012Validator
 
-from tests.harness import mitmdump, record
+from tests.harness import capture_bytes, mitmdump, record
 from tests.runner import convtap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,9 +83,7 @@ def test_an_agents_sdk_agent_runs_to_the_end(tmp_path: Path, mode: str) -> None:
     calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
     assert sorted(c["tool"] for c in calls) == ["convert_price", "lookup_order"]
     assert all(c["answered"] and c["protocol"] == "responses" for c in calls)
-    assert b"sk-proj-kkkk" not in b"".join(  # the API key is not stored
-        p.read_bytes() for p in tmp_path.glob("capture.db*") if p.is_file()
-    )
+    assert b"sk-proj-kkkk" not in capture_bytes(db)  # the API key is not stored
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ from mitmproxy import io, websocket
 from mitmproxy.test import tflow
 from wsproto.frame_protocol import Opcode
 
+from tests.harness import events_sql
 from tests.runner import convtap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,11 +186,12 @@ def responses_streams(db: Path) -> list[tuple[int, list[str], list[str]]]:
     """Each Responses stream's event count, decode errors and client calls' arguments' keys."""
 
     out = []
-    with sqlite3.connect(db) as conn:
+    with events_sql(sqlite3.connect(db)) as conn:
         flows = conn.execute("SELECT id FROM flows WHERE kind = 'responses' ORDER BY started_at")
         for (flow_id,) in flows.fetchall():
             rows = conn.execute(
-                "SELECT data FROM events WHERE flow_id = ? ORDER BY seq", (flow_id,)
+                "SELECT convtap_event(data, raw) FROM events WHERE flow_id = ? ORDER BY seq",
+                (flow_id,),
             )
             body = "".join(data for (data,) in rows).encode()
             if not body:
@@ -238,14 +240,15 @@ def test_an_event_stream_comes_back_byte_exact(original: Path, exports: dict[str
     """Non-ASCII text under `text/event-stream` without a charset goes in base64 (mitmproxy
     would encode it as latin-1), a cut stream ends cut again."""
     har = json.loads(exports["full.har"].read_text())
-    with sqlite3.connect(original) as conn:
+    with events_sql(sqlite3.connect(original)) as conn:
         flows = conn.execute("SELECT id, outcome FROM flows ORDER BY started_at, rowid").fetchall()
         for (flow_id, outcome), entry in zip(flows, har["log"]["entries"], strict=True):
             content = entry["response"]["content"]
             if content["mimeType"] != "text/event-stream":
                 continue
             rows = conn.execute(
-                "SELECT data FROM events WHERE flow_id = ? ORDER BY seq", (flow_id,)
+                "SELECT convtap_event(data, raw) FROM events WHERE flow_id = ? ORDER BY seq",
+                (flow_id,),
             )
             stored = "".join(data for (data,) in rows) + (
                 "data: " if outcome == "truncated" else ""
@@ -324,8 +327,10 @@ def session_words(db: Path) -> set[str]:
     ones the shape keeps (keys, ids, enumerations, tool names)."""
     texts: list[str] = []
     kept: list[str] = []
-    with sqlite3.connect(db) as conn:
-        for (message,) in conn.execute("SELECT json FROM messages"):
+    with events_sql(sqlite3.connect(db)) as conn:
+        for (message,) in conn.execute(
+            "SELECT convtap_message(json, text, json_without_text) FROM messages"
+        ):
             texts += message_strings(json.loads(message))
         for (arguments,) in conn.execute("SELECT arguments_text FROM tool_calls"):
             texts += tool_strings(arguments)
@@ -338,7 +343,7 @@ def session_words(db: Path) -> set[str]:
                 texts += [content] if isinstance(content, str) else []
         for (name,) in conn.execute("SELECT recipient FROM tool_calls"):
             kept.append(name)
-        for (data,) in conn.execute("SELECT data FROM events"):
+        for (data,) in conn.execute("SELECT convtap_event(data, raw) FROM events"):
             kept += kept_strings([loads_or_none(line[6:]) for line in data.split("\n")])
         for row in conn.execute("SELECT request_body, response_body FROM flows"):
             kept += kept_strings([loads_or_none(text) for text in row])

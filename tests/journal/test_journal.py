@@ -136,7 +136,7 @@ def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
 
 
 SNAPSHOT = [
-    "SELECT flow_id, seq, count, data FROM events ORDER BY flow_id, seq",
+    "SELECT flow_id, seq, count, data, raw FROM events ORDER BY flow_id, seq",
     "SELECT id, kind, outcome, failure FROM flows ORDER BY id",
     "SELECT call_id, tool, complete, arguments FROM tool_calls ORDER BY call_id",
     "SELECT id, status, text FROM messages ORDER BY id",

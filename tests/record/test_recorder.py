@@ -16,6 +16,7 @@ from convtap.record.recorder import Recorder
 from convtap.redact.redactor import Redactor
 from convtap.store.rows import Row
 
+from tests.harness import events_sql
 from tests.seeds import SSE
 
 STREAM = (("content-type", "text/event-stream"),)
@@ -88,7 +89,11 @@ def test_a_lone_surrogate_in_a_stream_is_recorded_and_the_recorder_goes_on(tmp_p
     db = tmp_path / "lone.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", LONE_SURROGATES.encode(), 40)
     with sqlite3.connect(db) as conn:
-        ((text, stored),) = conn.execute("SELECT text, json FROM messages").fetchall()
+        ((text, stored),) = (
+            events_sql(conn)
+            .execute("SELECT text, convtap_message(json, text, json_without_text) FROM messages")
+            .fetchall()
+        )
         failures = conn.execute("SELECT failure FROM flows").fetchall()
     assert text == "a\ufffd\ufffdb"
     assert json.loads(stored)["content"]["parts"] == ["a\udc00\ud800b"]

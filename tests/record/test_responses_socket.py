@@ -17,6 +17,8 @@ from convtap.mock.scenario import load_scenario
 from convtap.record.local import LocalRecorder
 from convtap.wire.sse import SSEParser
 
+from tests.harness import capture_bytes, events_sql
+
 PATH = "/v1/responses"
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": CITY}]
@@ -239,11 +241,12 @@ def test_a_secret_streamed_across_delta_frames_is_not_kept(tmp_path: Path) -> No
     for event in events:
         socket.receive(event)
     socket.close()
-    stored = b"".join(p.read_bytes() for p in tmp_path.glob("secret.db*") if p.is_file())
+    stored = capture_bytes(db)
     assert key.encode() not in stored and b"Q7wErTy9UiOp" not in stored
     with sqlite3.connect(db) as conn:
-        frames = [json.loads(d) for (d,) in conn.execute(
-            "SELECT data FROM events WHERE event = 'ws:server' ORDER BY seq")]  # fmt: skip
+        frames = [json.loads(d) for (d,) in events_sql(conn).execute(
+            "SELECT convtap_event(data, raw) FROM events WHERE event = 'ws:server' "
+            "ORDER BY seq")]  # fmt: skip
     assert len(frames) == len(events)  # every frame kept, in order, each still JSON
     assert [f["type"] for f in frames] == [e["type"] for e in events]
     streamed = "".join(f.get("delta", "") for f in frames)  # the text, as a client reads it
@@ -303,8 +306,9 @@ def test_a_frame_larger_than_an_sse_event_is_kept_whole_and_lanes_are_bounded(
     assert len(state.waiting) <= MAX_LANES
     socket.close()
     with sqlite3.connect(db) as conn:
-        frames = [d for (d,) in conn.execute(
-            "SELECT data FROM events WHERE event = 'ws:server' ORDER BY seq")]  # fmt: skip
+        frames = [d for (d,) in events_sql(conn).execute(
+            "SELECT convtap_event(data, raw) FROM events WHERE event = 'ws:server' "
+            "ORDER BY seq")]  # fmt: skip
     assert [json.loads(f) for f in frames] == [created, delta]
 
 

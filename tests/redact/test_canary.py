@@ -32,6 +32,7 @@ from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
+from tests.harness import capture_bytes, events_sql
 from tests.seeds import SSE, tool_return, user_turn
 
 SECRETS = {
@@ -130,14 +131,14 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
         assert isinstance(addon.backend, LocalRecorder)
         addon.backend.writer.flush()
         files = [db, db.with_name(db.name + "-wal")]
-        raw = b"".join(p.read_bytes() for p in files if p.exists())
+        raw = b"".join(p.read_bytes() for p in files if p.exists()) + capture_bytes(db)
         assert b"<redacted:" in raw and b"ws:server" in raw
         legs = addon.backend.writer.db.execute("SELECT sum(legs) FROM turns").fetchone()[0]
         assert legs == 3  # every body was decoded (the resume names a turn of its own)
         leaked = [name for name, secret in SECRETS.items() if secret.encode() in raw]
         assert leaked == []
         addon.done()
-    raw = db.read_bytes()
+    raw = capture_bytes(db)
     assert [name for name, secret in SECRETS.items() if secret.encode() in raw] == []
     assert oct(db.stat().st_mode & 0o777) == "0o600"
 
@@ -183,7 +184,7 @@ def test_a_secret_in_the_websocket_leg_of_a_turn_is_redacted(tmp_path: Path) -> 
     assert any(secret in frame for frame in frames)
     db, texts = record_handoff(tmp_path, frames)
     assert any("<redacted:" in text for text in texts)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
 
 
 def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> None:
@@ -197,12 +198,13 @@ def test_a_secret_cut_across_websocket_frames_is_redacted(tmp_path: Path) -> Non
     ]
     db, texts = record_handoff(tmp_path, frames)
     assert any("chave <redacted:" in text for text in texts)
-    assert rest.encode() not in db.read_bytes()
+    assert rest.encode() not in capture_bytes(db)
 
 
 def raw_events(conn: sqlite3.Connection) -> str:
     """The raw events a capture keeps, in order, as one SSE text."""
-    return "".join(data for (data,) in conn.execute("SELECT data FROM events ORDER BY seq"))
+    rows = events_sql(conn).execute("SELECT convtap_event(data, raw) FROM events ORDER BY seq")
+    return "".join(data for (data,) in rows)
 
 
 def record_stream(db: Path, path: str, request: bytes, body: bytes, size: int) -> None:
@@ -246,7 +248,7 @@ def test_a_secret_cut_across_many_tiny_network_chunks_is_redacted(
     with sqlite3.connect(db) as conn:
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
     assert text.startswith("my key is <redacted:") and text.endswith(" ok")
-    raw = db.read_bytes()
+    raw = capture_bytes(db)
     assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
     with sqlite3.connect(db) as conn:  # the raw events still decode, to the redacted text
         stored = raw_events(conn)
@@ -278,7 +280,7 @@ def test_a_secret_cut_across_responses_deltas_is_redacted(tmp_path: Path, size: 
     db = tmp_path / "responses.db"
     request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
     record_stream(db, "/v1/responses", request, body, size)
-    raw = db.read_bytes()
+    raw = capture_bytes(db)
     assert rest[:10].encode() not in raw and rest[10:].encode() not in raw
     with sqlite3.connect(db) as conn:
         stored = raw_events(conn)
@@ -303,7 +305,7 @@ def test_a_secret_beside_a_responses_delta_is_redacted(tmp_path: Path, field: st
     db = tmp_path / "beside.db"
     request = json.dumps({"model": "m", "input": "hi", "stream": True}).encode()
     record_stream(db, "/v1/responses", request, body, 1 << 20)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         stored = raw_events(conn)
     (delta,) = [json.loads(line[6:]) for line in stored.splitlines()
@@ -332,7 +334,7 @@ def test_a_secret_in_a_line_the_decoder_does_not_read_is_redacted(
     body = f'event: delta_encoding\ndata: "v1"\n\n{BARE * 3}{odd}\ndata: 1\n\n{BARE * 3}'.encode()
     db = tmp_path / "unread.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         stored = raw_events(conn)
         ((count,),) = conn.execute("SELECT event_count FROM turns").fetchall()
@@ -349,7 +351,7 @@ def test_a_secret_in_a_line_of_no_field_in_a_websocket_stream_item_is_redacted(
     item[0]["payload"]["payload"]["encoded_item"] = f"stray {secret}\n\n"
     frames[2] = json.dumps(item)
     db, _ = record_handoff(tmp_path, frames)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
 
 
 @pytest.mark.parametrize("size", [5, 1 << 20])
@@ -370,7 +372,7 @@ def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) 
     ]).encode()  # fmt: skip
     db = tmp_path / "comment.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         stored = raw_events(conn)
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
@@ -390,7 +392,7 @@ def test_a_secret_in_a_comment_of_a_websocket_stream_item_is_redacted(tmp_path: 
     frames[item] = frames[item].replace("event: delta", f": key={secret}\\n\\nevent: delta", 1)
     assert secret in frames[item]
     db, _ = record_handoff(tmp_path, frames)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
 
 
 def _strings(value: object, key: str = "") -> list[tuple[str, str]]:
@@ -423,7 +425,7 @@ def test_a_secret_quoted_by_a_decode_error_is_redacted(
     secret = "sk-proj-CANARYerror" + "x7" * 12
     db = tmp_path / "errors.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", body.format(secret=secret).encode(), 9)
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         ((errors,),) = conn.execute("SELECT errors FROM turns").fetchall()
     (error,) = json.loads(errors)
@@ -450,7 +452,7 @@ def test_a_secret_in_the_user_agent_or_the_path_is_redacted(tmp_path: Path) -> N
         recorder.handle(BodyChunk(flow, body if method == "POST" else b"{}", 1.0))
         recorder.handle(ResponseEnded(flow, 200, stream, None, "complete", 2.0))
     recorder.close()
-    assert secret.encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         flows = conn.execute("SELECT path, client FROM flows ORDER BY id").fetchall()
         ((client,),) = conn.execute("SELECT client FROM turns").fetchall()
@@ -477,7 +479,7 @@ def test_a_secret_key_in_an_event_that_is_not_json_is_redacted(
     body = f'event: delta_encoding\ndata: "v1"\n\n{event}data: [DONE]\n\n'.encode()
     db = tmp_path / "malformed.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
-    assert token.encode() not in db.read_bytes()
+    assert token.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         ((errors,),) = conn.execute("SELECT errors FROM turns").fetchall()
         stored = raw_events(conn)
@@ -527,8 +529,8 @@ def test_a_secret_keys_value_in_streamed_call_arguments_is_redacted(
     )
     db = tmp_path / "args.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
-    assert secret.encode() not in db.read_bytes()
-    assert secret[:6].encode() + secret[6:12].encode() not in db.read_bytes()
+    assert secret.encode() not in capture_bytes(db)
+    assert secret[:6].encode() + secret[6:12].encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         stored = raw_events(conn)
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
@@ -747,8 +749,9 @@ def test_the_rest_of_a_secret_in_responses_websocket_frames_is_redacted(
     recorder.handle(WebSocketEnded("s", 9.0))
     recorder.close()
     with sqlite3.connect(db) as conn:
-        frames = [json.loads(data) for (data,) in conn.execute(
-            "SELECT data FROM events WHERE data LIKE '{%' ORDER BY seq")]  # fmt: skip
+        frames = [json.loads(data) for (data,) in events_sql(conn).execute(
+            "SELECT convtap_event(data, raw) AS d FROM events WHERE d LIKE '{%' "
+            "ORDER BY seq")]  # fmt: skip
     texts = [
         *stored_texts(db, "conversation-less"),
         "".join(f.get("delta", "") for f in frames if isinstance(f, dict)),

@@ -64,8 +64,8 @@ def test_tokens_a_bar_per_responses_answer_with_its_usage(demo: Path) -> None:
     usages = []
     for (data,) in rows(
         demo,
-        """SELECT data FROM events e JOIN flows f ON f.id = e.flow_id
-            WHERE f.kind = 'responses' AND data LIKE '%response.completed%'
+        """SELECT convtap_event(data, raw) AS d FROM events e JOIN flows f ON f.id = e.flow_id
+            WHERE f.kind = 'responses' AND d LIKE '%response.completed%'
             ORDER BY f.started_at""",
     ):
         usage = json.loads(data.split("data: ", 1)[1])["response"]["usage"]

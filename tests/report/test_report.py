@@ -16,6 +16,7 @@ from convtap.ingest.capture import import_into
 from convtap.report.page import marked_json
 from convtap.store.database import connect
 
+from tests.harness import events_sql
 from tests.runner import convtap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def build_capture(folder: Path, user_text: str) -> Path:
 
 
 def rows(db: Path, sql: str) -> list[Any]:
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    conn = events_sql(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True))
     try:
         return conn.execute(sql).fetchall()
     finally:

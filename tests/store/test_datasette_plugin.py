@@ -4,6 +4,7 @@ whatever its file's name, none on another SQLite file; the queries right for bot
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from convtap.store.canned import QUERIES, TABLES
@@ -85,9 +87,33 @@ def query(base: str, db: str, name: str) -> list[dict[str, Any]]:
 
 def test_the_plugin_is_loaded(served: tuple[str, Path, Path]) -> None:
     plugins = get(served[0], "/-/plugins.json")
-    assert [p["hooks"] for p in plugins if p["name"] == "convtap"] == [
-        ["canned_queries", "get_metadata"]
+    assert [sorted(p["hooks"]) for p in plugins if p["name"] == "convtap"] == [
+        ["canned_queries", "get_metadata", "prepare_connection"]
     ]
+
+
+def test_sql_reads_raw_events_and_messages_whole(served: tuple[str, Path, Path]) -> None:
+    """`convtap_event` and `convtap_message` in Datasette's SQL read as convtap's accessors."""
+    from convtap.store.database import event_text, message_value, open_readonly
+
+    base, sdk, _ = served
+    db = open_readonly(sdk)
+    events = {(r["flow_id"], r["seq"]): event_text(r) for r in db.query("SELECT * FROM events")}
+    messages = {r["id"]: message_value(r) for r in db.query("SELECT * FROM messages")}
+    db.conn.close()
+    assert any(r["data"] is None for r in rows_of(sdk, "SELECT data FROM events"))  # compressed
+    sql = "select flow_id, seq, convtap_event(data, raw) as text from events"
+    found = get(base, "/sdk.json?" + urlencode({"sql": sql, "_shape": "objects", "_size": "max"}))
+    assert {(r["flow_id"], r["seq"]): r["text"] for r in found["rows"]} == events
+    sql = "select id, convtap_message(json, text, json_without_text) as json from messages"
+    found = get(base, "/sdk.json?" + urlencode({"sql": sql, "_shape": "objects", "_size": "max"}))
+    assert {r["id"]: json.loads(r["json"]) for r in found["rows"]} == messages
+
+
+def rows_of(path: Path, sql: str) -> list[dict[str, Any]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(sql)]
 
 
 @pytest.mark.parametrize("db", ["sdk", "session"])

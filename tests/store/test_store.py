@@ -92,22 +92,22 @@ def test_canned_queries_run_on_a_capture(tmp_path: Path) -> None:
     db.conn.close()
 
 
-def test_a_new_capture_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+def test_a_new_capture_has_its_page_size_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
     new = connect(tmp_path / "new.db")
-    assert new.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
+    assert new.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 4096
     new.conn.close()
-    db = connect(old_capture(tmp_path / "old.db"))
-    assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    db = connect(old_capture(tmp_path / "old.db", page_size=8192))
+    assert db.execute("PRAGMA page_size").fetchone()[0] == 8192
     db.conn.close()
 
 
-def old_capture(path: Path) -> Path:
-    """A capture as a convtap of schema 2 made it: 4 KiB pages, no application id."""
+def old_capture(path: Path, page_size: int = 4096) -> Path:
+    """A capture as a convtap of schema 2 made it: no application id."""
     import sqlite_utils
     from convtap.store.schema import MIGRATIONS
 
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA page_size=4096")
+    conn.execute(f"PRAGMA page_size={page_size}")
     db = sqlite_utils.Database(conn)
     for migrate in MIGRATIONS[:2]:
         migrate(db)

@@ -14,7 +14,7 @@ from typing import Any
 from convtap.diff.baseline import is_shapes_file, read_shapes
 from convtap.diff.shapes import Shapes, add, is_user_data, message_kind, pointer_pattern
 from convtap.ingest.capture import as_database
-from convtap.store.database import iter_shape_rows, open_readonly
+from convtap.store.database import event_text, iter_shape_rows, message_value, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
 
@@ -45,7 +45,7 @@ def database_shapes(path: Path) -> Shapes:
                 body = loads_or_none(row["request_body"])
                 add(shapes, f"request:{row['kind']}", body, "requests")
             elif source == "message":
-                message = loads_or_none(row["json"])
+                message = message_value(row)
                 if not isinstance(message, dict):
                     continue
                 context = str(row["turn_id"])
@@ -58,7 +58,7 @@ def database_shapes(path: Path) -> Shapes:
                     flow = row["flow_id"]
                     family = str(row["flow_kind"] or "?")
                     state = _FlowState(shapes, str(flow), FAMILIES.get(family, family))
-                state.feed(row["event"], row["data"])
+                state.feed(row["event"], event_text(row))
     finally:
         db.conn.close()
     return shapes

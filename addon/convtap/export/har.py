@@ -35,7 +35,15 @@ from convtap.export.blank import dump, shape_value
 from convtap.export.blank_stream import FrameShaper, SseShaper, StreamShaper
 from convtap.export.files import write_output
 from convtap.record.recorder import is_event_stream
-from convtap.store.database import StoreError, iter_events, iter_flows, open_readonly
+from convtap.store.database import (
+    StoreError,
+    event_bytes,
+    event_is_utf8,
+    event_text,
+    iter_events,
+    iter_flows,
+    open_readonly,
+)
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.jsonvalue import loads_or_none
@@ -160,10 +168,10 @@ def _body(
     if flow["kind"] in STREAMED and is_event_stream(tuple(headers)):
         ascii_only = utf8 = True
         for row in iter_events(db, flow["id"]):
-            if row.get("raw") is not None:  # bytes that are not UTF-8: base64, byte for byte
+            if not event_is_utf8(row):  # bytes that are not UTF-8: base64, byte for byte
                 utf8 = False
                 break
-            ascii_only = ascii_only and row["data"].isascii()
+            ascii_only = ascii_only and event_text(row).isascii()
         if not utf8 or (not ascii_only and not _reads_as_utf8(content_type)):
             content["encoding"] = "base64"
         return content, _stream(db, flow, shaping)
@@ -242,11 +250,9 @@ def _stream(
     shaper = shaping.stream(flow) if shaping is not None else None
     for row in iter_events(db, flow["id"]):
         if shaper is not None:
-            yield shaper.feed(row["data"])
-        elif row.get("raw") is not None:  # bytes that are not UTF-8: base64, as they came
-            yield row["raw"].decode("utf-8", "surrogateescape")
-        else:
-            yield row["data"]
+            yield shaper.feed(event_text(row))
+        else:  # bytes that are not UTF-8 as surrogates: base64, as they came
+            yield event_bytes(row).decode("utf-8", "surrogateescape")
     if flow["outcome"] == "truncated":  # as replay.py: the cut event was never kept
         yield "data: "
     if shaping is not None and shaper is not None:
@@ -260,10 +266,10 @@ def _frames(
     turn topics' stream items)."""
     if shaper is not None:
         for row in iter_events(db, flow["id"]):
-            shaper.learn(row["data"])
+            shaper.learn(event_text(row))
         shaper.finish()
     for row in iter_events(db, flow["id"]):
-        data = row["data"] if shaper is None else shaper.frame(row["data"])
+        data = event_text(row) if shaper is None else shaper.frame(event_text(row))
         kind = "send" if row["event"] == "ws:client" else "receive"
         yield {"type": kind, "time": row["at"] or 0.0, "opcode": 1, "data": data}
 

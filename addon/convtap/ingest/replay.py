@@ -34,6 +34,7 @@ from convtap.store.database import (
     clear_derived,
     connect,
     event_bytes,
+    event_text,
     iter_events,
     iter_flows,
     open_readonly,
@@ -119,7 +120,7 @@ def stored_flow_events(
     if flow["kind"] in SOCKETS:
         for event in events:
             from_client = event["event"] == "ws:client"
-            yield WebSocketMessage(flow_id, from_client, event["data"], event["at"])
+            yield WebSocketMessage(flow_id, from_client, event_text(event), event["at"])
         yield WebSocketEnded(flow_id, flow["ended_at"] or 0.0)
         return
     headers = _headers(flow["response_headers"])

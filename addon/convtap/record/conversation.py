@@ -15,7 +15,9 @@ from typing import Any
 
 from convtap.contract.returns import Call
 from convtap.record.output import Output
+from convtap.redact.patterns import hints
 from convtap.redact.stream import StreamRedaction
+from convtap.store.compact import message_without_text
 from convtap.store.rows import (
     ConversationNodeRow,
     MessageRow,
@@ -241,8 +243,13 @@ class ConversationSide:
         author = message.get("author") or {}
         content = message.get("content") or {}
         clean = turn.redaction
+        # The text is stored once, in `text` (`compact.message_without_text`); a text with a
+        # hint of a secret stays in the message, redacted with it as before.
+        without = message_without_text(message)
+        if without is not None and not clean.values_clean and any(hints(text)):
+            without = None
         stored, stored_text = self.out.redact.message(
-            message, text, clean.values_clean, clean.keys_clean
+            message if without is None else without, text, clean.values_clean, clean.keys_clean
         )
         self.out.put(MessageRow(
             id=message["id"], conversation_id=turn.conversation_id, turn_id=turn.id,
@@ -250,7 +257,7 @@ class ConversationSide:
             recipient=message.get("recipient"), channel=message.get("channel"),
             content_type=content.get("content_type") if isinstance(content, dict) else None,
             status=message.get("status"), text=stored_text, json=stored,
-            first_seen_at=at, updated_at=at,
+            first_seen_at=at, updated_at=at, json_without_text=int(without is not None),
         ))  # fmt: skip
 
     def persist(self, turn: Turn, at: float) -> None:

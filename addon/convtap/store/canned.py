@@ -80,12 +80,14 @@ TABLES: dict[str, str] = {
     "flows": "One row per recognised request: kind, redacted URL, headers and JSON bodies, "
     "client (user agent), outcome, convtap's own failure if any.",
     "events": "Each raw SSE event or WebSocket frame of a flow, in order, with its arrival "
-    "time (redacted).",
+    "time (redacted). Its text: convtap_event(data, raw) (data is NULL when raw holds its bytes "
+    "zlib-compressed).",
     "turns": "One row per f/conversation turn: conversation, parent message, model, client, "
     "encoding, done / complete / truncated, event count, legs, decode errors.",
     "tool_signatures": "Each local_function_signatures entry a turn declared.",
-    "messages": "Each message in its final state (full JSON and queryable columns); "
-    "full-text search in messages_fts.",
+    "messages": "Each message in its final state (JSON and queryable columns; its text once, "
+    "in text: the whole JSON is convtap_message(json, text, json_without_text)); full-text "
+    "search in messages_fts.",
     "tool_calls": "Each call: an assistant message to a recipient other than all, or a "
     "Responses API client call (protocol = responses).",
     "tool_returns": "Each tool message or Responses API output a client sent, paired with its "

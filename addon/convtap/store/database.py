@@ -35,7 +35,15 @@ from convtap.contract.audit import (
 )
 from convtap.contract.returns import Call
 from convtap.store.canned import APPLICATION_ID, is_capture
-from convtap.store.rows import EventRow, FindingRow, Row
+from convtap.store.compact import (
+    add_sql_functions,
+    event_columns,
+    message_with_text,
+)
+from convtap.store.compact import event_bytes as event_bytes  # the readers' accessors
+from convtap.store.compact import event_is_utf8 as event_is_utf8
+from convtap.store.compact import event_text as event_text
+from convtap.store.rows import UNSET, EventRow, FindingRow, MessageRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
     INDEX_TEXT,
@@ -45,7 +53,7 @@ from convtap.store.schema import (
     SCHEMA_VERSION,
     TABLES,
 )
-from convtap.wire.jsonvalue import LONE_SURROGATE, loads_or_none
+from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_or_none
 from convtap.wire.session import Endpoint
 
 DEFAULT_DB = Path("captures") / "capture.db"
@@ -73,7 +81,7 @@ def index_text(db: sqlite_utils.Database) -> None:
 
 
 BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
-PAGE_SIZE = 8192  # bytes, for a new database
+PAGE_SIZE = 4096  # bytes, for a new database
 
 
 def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
@@ -103,12 +111,12 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     _check_is_ours(path, allow_empty=create)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
-        # A new database's pages are larger than SQLite's 4 KiB: a raw event row (a 16 KiB
-        # network chunk) takes fewer overflow pages. 8 KiB, not 16: a message row (often 10-15
-        # KB) sat alone in a 16 KiB page, a third of it empty; at 8 KiB its overflow pages are
-        # full. The database is 14 % smaller for the same CPU (bench/recorder_bench.py). An
-        # existing database keeps its own page size.
+        # 4 KiB pages, SQLite's own. Schema 2-4 made 8 KiB ones, for raw event rows of a 16 KiB
+        # network chunk each; compressed (schema 5) they are 2-3 KB, and a row's last overflow
+        # page is half empty on average: the database is 17 % smaller at 4 KiB for the same CPU
+        # (bench/recorder_bench.py). An existing database keeps its own page size.
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        add_sql_functions(conn)
         db = sqlite_utils.Database(conn)
         with _write_lock(conn):
             version = _version(db)
@@ -175,6 +183,7 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{quiet}", uri=True,
                                check_same_thread=False, timeout=BUSY_TIMEOUT)  # fmt: skip
+        add_sql_functions(conn)
         db = sqlite_utils.Database(conn)
         version = _version(db)
     except sqlite3.DatabaseError as exc:
@@ -199,6 +208,7 @@ def reader_beside(writer: Writer) -> sqlite_utils.Database:
     memory (its temp_store). Opened by SQLite alone, which keeps the writer's locks (a file this
     process opened and closed itself would drop them)."""
     conn = sqlite3.connect(writer.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+    add_sql_functions(conn)
     return sqlite_utils.Database(conn)
 
 
@@ -418,6 +428,8 @@ class Writer:
                     raise StoreError(f"cannot write into {self.path}: {again}") from again
 
     def _write(self, row: Row) -> None:
+        if isinstance(row, EventRow) and row.raw is UNSET:
+            row = stored_event(row)
         columns, values = row.columns()
         key = (row.KIND, row.TABLE, columns)
         statement = self._sql.get(key)
@@ -426,9 +438,8 @@ class Writer:
         try:
             self.db.conn.execute(statement, values)
         except UnicodeEncodeError:  # a lone surrogate (JSON text may carry one; UTF-8 cannot)
-            exact = not_utf8(row) if isinstance(row, EventRow) else None
-            if exact is not None:  # bytes that are not UTF-8: kept as they came
-                self._write(exact)
+            if isinstance(row, MessageRow) and row.json_without_text:
+                self._write(whole_message(row))  # its JSON keeps the text as escapes
             else:
                 self.db.conn.execute(statement, _writable(values))
 
@@ -450,21 +461,29 @@ class Writer:
                 self.db.conn.execute(_FAILURE, (flow, detail[:FAILURE_KEPT]))
 
 
-def not_utf8(row: EventRow) -> EventRow | None:
-    """A raw event row whose bytes are not all UTF-8 (the parser kept them as `surrogateescape`
-    surrogates): its text with U+FFFD for them, as readers of text want it, and its bytes in
-    `raw`, for `event_bytes`. None for a surrogate that stands for no byte."""
+def stored_event(row: EventRow) -> EventRow:
+    """A raw event row as stored (`compact.event_columns`): its text, or its bytes compressed,
+    or, when they are not UTF-8, as they came. A surrogate that stands for no byte reads as
+    U+FFFD."""
+    text = row.data or ""
     try:
-        raw = row.data.encode("utf-8", "surrogateescape")
+        data, raw = event_columns(text)
     except UnicodeEncodeError:
-        return None
-    return dataclasses.replace(row, data=raw.decode("utf-8", "replace"), raw=raw)
+        data, raw = LONE_SURROGATE.sub("\ufffd", text), None
+    return dataclasses.replace(row, data=data, raw=raw)
 
 
-def event_bytes(event: dict[str, Any]) -> bytes:
-    """A raw event row's bytes, exactly as they came (schema 4 keeps those that are not UTF-8)."""
-    raw = event.get("raw")
-    return raw if isinstance(raw, bytes) else str(event["data"]).encode()
+def whole_message(row: MessageRow) -> MessageRow:
+    """A message row with its text in its JSON again."""
+    whole = dumps(message_with_text(loads_or_none(row.json), row.text))
+    return dataclasses.replace(row, json=whole, json_without_text=0)
+
+
+def message_value(row: dict[str, Any]) -> Any:
+    """A message row's JSON value as recorded, its text in it (schema 5 stores the text once:
+    `compact.message_without_text`). Every reader of a message's JSON reads it so."""
+    value = loads_or_none(row["json"])
+    return message_with_text(value, row.get("text")) if row.get("json_without_text") else value
 
 
 def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -583,9 +602,10 @@ def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, 
     for row in db.query("SELECT kind, request_body, started_at FROM flows "
                         "WHERE request_body IS NOT NULL"):  # fmt: skip
         yield "request", row
-    for row in db.query("SELECT json, first_seen_at, turn_id FROM messages ORDER BY turn_id"):
+    # every column: what `message_value` and `event_text` read differs by schema
+    for row in db.query("SELECT * FROM messages ORDER BY turn_id"):
         yield "message", row
-    for row in db.query("SELECT e.flow_id, e.at, e.event, e.data, f.kind AS flow_kind "
+    for row in db.query("SELECT e.*, f.kind AS flow_kind "
                         "FROM events e LEFT JOIN flows f ON f.id = e.flow_id "
                         "ORDER BY e.flow_id, e.seq"):  # fmt: skip
         yield "event", row

@@ -1,9 +1,12 @@
 """convtap's Datasette plugin: the canned queries and the tables described, on every database
 Datasette serves that is a capture (whatever its file's name), none on the others.
 
+It gives SQL `convtap_event(data, raw)` (an events row's text: `data` is NULL when its bytes
+are compressed) and `convtap_message(json, text, json_without_text)` (a message's whole JSON).
+
 Datasette finds it by the `datasette` entry point in convtap's package metadata. It imports
-Datasette and `canned` only, so `pip install --no-deps convtap` in Datasette's environment is
-enough (convtap's own dependencies need not fit beside Datasette's).
+Datasette, `canned` and `compact` only, so `pip install --no-deps convtap` in Datasette's
+environment is enough (convtap's own dependencies need not fit beside Datasette's).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from datasette import hookimpl
 
 from convtap.store.canned import QUERIES, database_metadata, is_capture_file
+from convtap.store.compact import add_sql_functions
 
 # file path → (its modification time, whether it is a capture): one entry per file served,
 # read again when the file changes (a file being made into a capture while Datasette runs).
@@ -47,3 +51,8 @@ def get_metadata(datasette: Any, key: Any, database: str | None, table: Any) -> 
     captures = {name: database_metadata() for name in list(datasette.databases)
                 if _is_capture(datasette, name)}  # fmt: skip
     return {"databases": captures} if captures else {}
+
+
+@hookimpl
+def prepare_connection(conn: Any) -> None:
+    add_sql_functions(conn)

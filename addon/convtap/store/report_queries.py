@@ -17,6 +17,8 @@ from typing import Any
 
 import sqlite_utils
 
+from convtap.store.compact import event_text
+
 # -- the summary and the lists ---------------------------------------------------------------
 
 
@@ -93,12 +95,12 @@ def step_exchange(
     row = next(capture.query(EXCHANGE, [step_id]), None)
     if row is None:
         return None, None, iter(())
-    events = (r["data"] for r in capture.query(EXCHANGE_EVENTS, [step_id]))
+    events = (event_text(r) for r in capture.query(EXCHANGE_EVENTS, [step_id]))
     return row["request_body"], row["response_body"], events
 
 
 EXCHANGE = "SELECT request_body, response_body FROM flows WHERE id = ? AND kind = 'responses'"
-EXCHANGE_EVENTS = "SELECT data FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
+EXCHANGE_EVENTS = "SELECT * FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
 
 
 def step_info(capture: sqlite_utils.Database, step_id: str) -> dict[str, Any]:
@@ -262,7 +264,7 @@ FROM flows WHERE id = ?"""
 
 def request_count(capture: sqlite_utils.Database) -> int:
     """How many requests `request_times` yields."""
-    return int(capture.execute(f"SELECT count(*) FROM ({REQUEST_TIMES})").fetchone()[0])
+    return int(capture.execute(f"SELECT count(*) FROM ({_request_times(capture)})").fetchone()[0])
 
 
 def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
@@ -270,7 +272,16 @@ def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
     protocol, started_at, ended_at, first_at (its first event's arrival, None without one), and
     for the Responses API what carries its usage: the JSON answer's `usage` (`usage`) or the
     last raw event naming a usage (`usage_event`, SSE text)."""
-    return capture.query(f"{REQUEST_TIMES} ORDER BY started_at, id")
+    return capture.query(f"{_request_times(capture)} ORDER BY started_at, id")
+
+
+def _request_times(capture: sqlite_utils.Database) -> str:
+    """`REQUEST_TIMES` for this capture: one made before schema 4 has no `raw` column, and its
+    `data` is the text."""
+    text = (
+        "e.data" if "raw" not in capture["events"].columns_dict else "convtap_event(e.data, e.raw)"
+    )
+    return REQUEST_TIMES.format(event_text=text)
 
 
 def activity_span(capture: sqlite_utils.Database) -> tuple[float | None, float | None]:
@@ -299,8 +310,9 @@ UNION ALL
 SELECT f.id, 'responses', f.started_at, f.ended_at, {FIRST_EVENT.format("f.id")},
     CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
          THEN json_extract(f.response_body, '$.usage') END,
-    (SELECT e.data FROM events e WHERE e.flow_id = f.id AND e.event = 'sse'
-     AND e.data LIKE '%"usage"%' ORDER BY e.seq DESC LIMIT 1)
+    (SELECT {{event_text}} AS usage_event FROM events e
+     WHERE e.flow_id = f.id AND e.event = 'sse' AND usage_event LIKE '%"usage"%'
+     ORDER BY e.seq DESC LIMIT 1)
 FROM flows f WHERE f.kind = 'responses'"""
 
 # A finding happened when the request it was found in started (an audit rewrites created_at).

@@ -85,8 +85,8 @@ class EventRow(Row):
     at: float
     event: str
     count: int
-    data: str  # its text; bytes that are not UTF-8 as lone surrogates (`surrogateescape`)
-    raw: bytes | None = UNSET  # set by the store: the bytes, when they are not UTF-8
+    data: str | None  # its text; bytes that are not UTF-8 as lone surrogates (`surrogateescape`)
+    raw: bytes | None = UNSET  # set by the store (`compact.event_columns`), with `data`
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +140,7 @@ class MessageRow(Row):
     json: str | None
     first_seen_at: float
     updated_at: float
+    json_without_text: int = 0  # 1: `json` is `compact.message_without_text`, `text` put back
 
     FLOW = "turn_id"
 

@@ -4,10 +4,15 @@ migrations that bring a database made by an earlier convtap up to date (`store` 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import sqlite_utils
 
-SCHEMA_VERSION = 4
+from convtap.store.compact import event_columns, message_without_text
+from convtap.wire.jsonvalue import dumps, loads_or_none
+from convtap.wire.turn import message_text
+
+SCHEMA_VERSION = 5
 
 # -- tables --------------------------------------------------------------------------------------
 
@@ -87,6 +92,7 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
             "json": str,
             "first_seen_at": float,
             "updated_at": float,
+            "json_without_text": int,  # schema 5: 1 when `text` was taken out of `json`
         },
         "id",
     ),
@@ -297,9 +303,63 @@ def _migrate_to_4(db: sqlite_utils.Database) -> None:
         db.execute("ALTER TABLE events ADD COLUMN raw BLOB")
 
 
+def _migrate_to_5(db: sqlite_utils.Database) -> None:
+    """Each text once, raw events compressed (`store.compact`): the messages' and the events'
+    rows an earlier convtap wrote are rewritten so, a thousand at a time; what each reads as
+    through the accessors is what it read as before."""
+    if db["messages"].exists() and "json_without_text" not in db["messages"].columns_dict:
+        db.execute("ALTER TABLE messages ADD COLUMN json_without_text INTEGER")
+    if db["messages"].exists():
+        _rewrite(db, "messages", "json, text", _message_once)
+    if db["events"].exists():
+        _rewrite(db, "events", "data, raw", _event_compressed)
+
+
+def _rewrite(
+    db: sqlite_utils.Database,
+    table: str,
+    columns: str,
+    rewrite: Callable[[tuple[Any, ...]], tuple[str, tuple[Any, ...]] | None],
+) -> None:
+    last = 0
+    while rows := db.execute(f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? "
+                             "ORDER BY rowid LIMIT 1000", [last]).fetchall():  # fmt: skip
+        for rowid, *values in rows:
+            change = rewrite(tuple(values))
+            if change is not None:
+                db.execute(f"UPDATE {table} SET {change[0]} WHERE rowid = ?", [*change[1], rowid])
+        last = rows[-1][0]
+
+
+def _message_once(values: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | None:
+    json_text, text = values
+    message = loads_or_none(json_text)
+    if not isinstance(message, dict) or message_text(message) != text:
+        return None  # its text was redacted apart from its JSON: kept whole
+    without = message_without_text(message)
+    if without is None:
+        return None
+    return "json = ?, json_without_text = 1", (dumps(without),)
+
+
+def _event_compressed(values: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | None:
+    data, raw = values
+    if data is None:
+        return None
+    exact = raw if isinstance(raw, bytes) else str(data).encode("utf-8", "surrogateescape")
+    try:
+        new_data, new_raw = event_columns(exact.decode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        return None
+    if new_data is not None:
+        return None  # as it is
+    return "data = NULL, raw = ?", (new_raw,)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migrate_to_1,
     _migrate_to_2,
     _migrate_to_3,
     _migrate_to_4,
+    _migrate_to_5,
 ]
