@@ -15,7 +15,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TextIO
 
@@ -184,7 +184,7 @@ def _conversation(
 
     def spool(found: list[DecoderEvent]) -> None:  # every one, however many the turn keeps
         if {*map(type, found)} == {ControlEvent}:  # a run of typed events: looked at in C
-            events.add(list(map(itemgetter(0), found)))
+            events.add(list(map(attrgetter("payload"), found)))
             return
         controls, other, failed = [], [], []
         for event in found:
