@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,56 @@ def test_every_line_ending(eol: bytes) -> None:
 def test_crlf_split_between_cr_and_lf_is_one_line_end() -> None:
     events, _ = parse([b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"])
     assert events == [SSEEvent("message", "a"), SSEEvent("message", "b")]
+
+
+def texts(chunks: list[bytes], runs: bool = False) -> bytes:
+    """The text of every `read`, joined, as the bytes it holds."""
+    parser = SSEParser()
+    read = "".join(parser.read(chunk, runs).text for chunk in chunks)
+    return read.encode("utf-8", "surrogateescape")
+
+
+CRLF_BODY = (
+    b': ping\r\n\r\nevent: delta\r\ndata: {"v": "a"}\r\n\r\n'
+    b'event: delta\r\ndata: {"v": "b"}\r\n\r\ndata: {"type": "x"}\r\nid: 7\r\n\r\n'
+    b"data: \xff\r\n\r\ndata: [DONE]\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_crlf_line_ends_are_kept_in_the_text_under_any_chunking(runs: bool) -> None:
+    """The raw events of a CRLF stream are its bytes, whatever the chunking: cut at every
+    offset (between CR and LF too) and byte at a time."""
+    assert texts([CRLF_BODY], runs) == CRLF_BODY
+    for cut in range(len(CRLF_BODY) + 1):
+        assert texts([CRLF_BODY[:cut], CRLF_BODY[cut:]], runs) == CRLF_BODY
+    assert texts([CRLF_BODY[i : i + 1] for i in range(len(CRLF_BODY))], runs) == CRLF_BODY
+    assert texts([b"\xef\xbb\xbf" + CRLF_BODY], runs) == CRLF_BODY  # the BOM is not an event's
+
+
+def lone_crs_as_lf(data: bytes) -> bytes:
+    return re.sub(rb"\r(?!\n)", b"\n", data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"\r", b"\n", b"\r\n", b"data: x", b"event: e", b": c", b"id: 1",
+                              b"\xef\xbb\xbf", b"\xff", b"d"]), max_size=30).map(b"".join),
+    st.lists(st.integers(0, 200), max_size=6),
+    st.booleans(),
+)  # fmt: skip
+def test_a_blocks_text_keeps_the_line_ends_it_came_with(
+    body: bytes, cuts: list[int], runs: bool
+) -> None:
+    """The texts hold the stream's bytes as they came (after one leading BOM), lone CRs as LF
+    (the redaction of unread lines finds lines by LF), and parse back to the same events."""
+    bounds = sorted({min(cut, len(body)) for cut in cuts})
+    chunks = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
+    came = body.removeprefix(b"\xef\xbb\xbf")
+    kept = texts(chunks, runs)
+    assert lone_crs_as_lf(kept) == lone_crs_as_lf(came[: len(kept)])
+    assert kept == came[: len(kept)] or b"\r" in came  # only a lone CR is changed
+    assert SSEParser().feed(kept) == whole(body)[0]
 
 
 def test_cr_at_chunk_end_dispatches_at_once() -> None:
