@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from operator import and_, eq, is_not, itemgetter, ne
+from operator import and_, eq, is_not, ne
 from typing import Any, TypeGuard
 
 import orjson
@@ -28,7 +28,7 @@ from convtap.wire.events import (
     StreamDone,
 )
 from convtap.wire.jsonvalue import JSON, loads
-from convtap.wire.sse import OVERSIZED, BareRun, Frames, SSEEvent
+from convtap.wire.sse import OVERSIZED, BareRun, EventRun, Frames, SSEEvent
 
 OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
 MAX_KEPT = 1000  # typed events, other events and errors kept in memory (the rest are counted)
@@ -61,13 +61,11 @@ class _TypedRuns:
     """Where runs of typed events may be among a list of events: made once for the list (a
     pass in C each), read at each run's start."""
 
-    def __init__(self, events: Sequence[SSEEvent]) -> None:
-        names, datas = zip(*events, strict=True)
-        self._datas: tuple[str, ...] = datas
-        firsts = map(itemgetter(slice(0, 1)), datas)
-        self._typed = list(
-            map(and_, map(eq, names, repeat("message")), map(eq, firsts, repeat("{")))
-        )
+    def __init__(self, names: Sequence[str], datas: Sequence[str]) -> None:
+        self._datas = datas
+        self._typed = list(map(str.startswith, datas, repeat("{")))
+        if names.count("message") != len(names):
+            self._typed = list(map(and_, self._typed, map(eq, names, repeat("message"))))
 
     def datas(self, at: int) -> list[str]:
         """The data of the events from `at` on that are named `message` and start an object."""
@@ -78,9 +76,9 @@ class _TypedRuns:
         return list(self._datas[at:end])
 
 
-def _may_be_typed(events: Sequence[SSEEvent], at: int) -> bool:
-    """Whether `events[at]` is there, named `message`, and its data starts an object."""
-    return at < len(events) and events[at][0] == "message" and events[at][1][:1] == "{"
+def _may_be_typed(names: Sequence[str], datas: Sequence[str], at: int) -> bool:
+    """Whether event `at` is there, named `message`, and its data starts an object."""
+    return at < len(datas) and names[at] == "message" and datas[at][:1] == "{"
 
 
 def _first(flags: Iterable[object], value: object = True) -> int:
@@ -173,7 +171,7 @@ class DeltaDecoder:
         found: list[DecoderEvent] = []
         self._into = into
         try:
-            parts: Sequence[BareRun | Sequence[SSEEvent]] = (
+            parts: Sequence[BareRun | EventRun | Sequence[SSEEvent]] = (
                 events.parts
                 if isinstance(events, Frames)
                 else [events if isinstance(events, Sequence) else list(events)]
@@ -185,7 +183,11 @@ class DeltaDecoder:
                         found += taken
                         continue
                     part = part.events()
-                self._feed_events(part, found)
+                if isinstance(part, EventRun):
+                    self._feed_events(part.names or ["message"] * part.frames, part.datas, found)
+                elif part:
+                    names, datas = zip(*part, strict=True)
+                    self._feed_events(names, datas, found)
         finally:
             self._into = None
         if self._changed:
@@ -209,16 +211,18 @@ class DeltaDecoder:
         self.event_count += len(values)
         return self._extend(index, values)
 
-    def _feed_events(self, events: Sequence[SSEEvent], found: list[DecoderEvent]) -> None:
+    def _feed_events(
+        self, names: Sequence[str], datas: Sequence[str], found: list[DecoderEvent]
+    ) -> None:
+        """Events, given as their names and their data."""
         loads_fast = orjson.loads
         into = self._into
-        at, count = 0, len(events)
+        at, count = 0, len(datas)
         runs: _TypedRuns | None = None
         while at < count:
-            event = events[at]
-            name, data = event
-            if name == "message" and data[:1] == "{" and _may_be_typed(events, at + 1):
-                runs = runs or _TypedRuns(events)  # maybe a run of typed events
+            name, data = names[at], datas[at]
+            if name == "message" and data[:1] == "{" and _may_be_typed(names, datas, at + 1):
+                runs = runs or _TypedRuns(names, datas)  # maybe a run of typed events
                 taken = self._typed_run(runs.datas(at), found)
                 if taken:
                     at += taken
@@ -235,6 +239,7 @@ class DeltaDecoder:
                     self.event_count += 1
                     found += self._extend(index, [obj["v"]])
                     continue
+            event = SSEEvent(name, data)
             if into is None:
                 found += self._feed_one(event)
             else:
@@ -251,10 +256,12 @@ class DeltaDecoder:
         names another conversation (unless it is the first: the conversation is seen in order).
         Each of these is one pass in C over the run."""
         objs = _parsed_while(datas)
-        objs = objs[: _first(map(is_not, map(type, objs), repeat(dict)))]
+        if {*map(type, objs)} != {dict}:
+            objs = objs[: _first(map(is_not, map(type, objs), repeat(dict)))]
         kinds = list(map(dict.get, objs, repeat("type")))
-        objs = objs[: _first(map(is_not, map(type, kinds), repeat(str)))]
-        kinds = kinds[: len(objs)]
+        if {*map(type, kinds)} != {str}:
+            objs = objs[: _first(map(is_not, map(type, kinds), repeat(str)))]
+            kinds = kinds[: len(objs)]
         if not _OWN_WAY.isdisjoint(kinds):
             objs = objs[: _first(map(_OWN_WAY.__contains__, kinds))]
         conversation_id = self.conversation_id

@@ -86,22 +86,38 @@ class BareRun(NamedTuple):
         return list(map(SSEEvent._make, zip(parts[1::3], parts[2::3], strict=True)))
 
 
+class EventRun(NamedTuple):
+    """Consecutive events of a block as the split found them, their names (None: all
+    `message`) and their data apart."""
+
+    names: list[str] | None
+    datas: list[str]
+
+    @property
+    def frames(self) -> int:
+        return len(self.datas)
+
+    def events(self) -> list[SSEEvent]:
+        names = self.names or ["message"] * len(self.datas)
+        return list(map(tuple.__new__, repeat(SSEEvent), zip(names, self.datas, strict=True)))
+
+
 class Frames(Sequence[SSEEvent]):
-    """A block's events with its runs of bare frames kept whole (`SSEParser.feed_runs`):
-    a reader that knows `BareRun`s takes `parts`; the events are made only when asked for."""
+    """A block's events as the parser found them (`SSEParser.read` with `runs`): a reader that
+    knows `BareRun`s and `EventRun`s takes `parts`; the events are made only when asked for."""
 
     __slots__ = ("_events", "_size", "parts")
 
-    def __init__(self, parts: list[BareRun | list[SSEEvent]]) -> None:
+    def __init__(self, parts: list[BareRun | EventRun | list[SSEEvent]]) -> None:
         self.parts = parts
-        self._size = sum(p.frames if isinstance(p, BareRun) else len(p) for p in parts)
+        self._size = sum(len(p) if isinstance(p, list) else p.frames for p in parts)
         self._events: list[SSEEvent] | None = None
 
     @property
     def events(self) -> list[SSEEvent]:
         if self._events is None:
             parts = self.parts
-            self._events = [e for p in parts for e in (p.events() if isinstance(p, BareRun) else p)]
+            self._events = [e for p in parts for e in (p if isinstance(p, list) else p.events())]
         return self._events
 
     def __len__(self) -> int:
@@ -289,11 +305,14 @@ class SSEParser:
             for shape, head in _BARE_SHAPES:
                 if head in text:
                     return self._parse_runs(text, shape, head)
-        return self._parse_text(text, block)
+        parsed = self._parse_text(text, block)
+        if isinstance(parsed, list):
+            return parsed
+        return Frames([parsed]) if runs else parsed.events()
 
     def _parse_runs(self, text: str, shape: re.Pattern[str], head: str) -> list[SSEEvent] | Frames:
         """The runs of bare frames of `head`'s shape, and the events between them."""
-        parts: list[BareRun | list[SSEEvent]] = []
+        parts: list[BareRun | EventRun | list[SSEEvent]] = []
         done = 0  # the text before is in `parts`
         at = text.find(head)
         while at >= 0:
@@ -309,14 +328,15 @@ class SSEParser:
             done = run.end()
             at = text.find(head, done)
         if done == 0:
-            return self._parse_text(text)
-        if done < len(text):
+            parts.append(self._parse_text(text))
+        elif done < len(text):
             parts.append(self._parse_text(text[done:]))
         return Frames(parts)
 
-    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent]:
-        """A block's (or a part of one's) events; `block` is its bytes when the caller has them
-        (a part has none, and is never larger than `max_event`)."""
+    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent] | EventRun:
+        """A block's (or a part of one's) events, as the split found them when they are all of
+        the simple shapes; `block` is its bytes when the caller has them (a part has none, and
+        is never larger than `max_event`)."""
         parts = _SIMPLE.split(text)
         between = parts[0::3]
         rest = "".join(between)
@@ -334,16 +354,14 @@ class SSEParser:
             and max(map(len, datas), default=0) > self.max_event
         ):
             return self._parse_slowly(block)
-        names = parts[1::3]
-        if None in names or "" in names:
-            if names.count(None) == len(names):  # no event named: all `message`
-                names = list(repeat("message", len(names)))
-            else:
-                names = [name or "message" for name in names]
-        pairs = zip(names, datas, strict=True)
+        named = parts[1::3]
+        names: list[str] | None = None  # no event named: all `message`
+        if named.count(None) != len(named):
+            names = [name or "message" for name in named] if None in named or "" in named else named
         if "" in datas:  # an event whose data is empty is not dispatched
+            pairs = zip(names or ["message"] * len(datas), datas, strict=True)
             return [SSEEvent(name, data) for name, data in pairs if data]
-        return list(map(tuple.__new__, repeat(SSEEvent), pairs))  # SSEEvents, built in C
+        return EventRun(names, datas)
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
         if _UNREAD.search(block):
