@@ -76,6 +76,19 @@ def test_crlf_line_ends_are_kept_in_the_text_under_any_chunking(runs: bool) -> N
     assert texts([b"\xef\xbb\xbf" + CRLF_BODY], runs) == CRLF_BODY  # the BOM is not an event's
 
 
+def test_the_bytes_kept_as_they_came_are_bounded_as_the_events_are() -> None:
+    """An event of CRLF lines that never ends: the bytes kept for the text are dropped with it,
+    so they stay under the event bound; the events after it keep their CRLFs."""
+    parser = SSEParser(max_event=1 << 12)
+    line = b"data: " + b"x" * 100 + b"\r\n"
+    for _ in range(200):
+        parser.read(line * 10)
+        assert parser._raw is not None and len(parser._raw.buf) <= (1 << 12) + len(line) * 10
+    block = parser.read(b"\r\ndata: after\r\n\r\n")
+    assert [e.event for e in block.events] == ["\nevent-too-large", "message"]
+    assert block.text == "data: after\r\n\r\n"
+
+
 def as_came_but_lone_crs(kept: bytes, came: bytes) -> bool:
     """`kept` is the start of `came`, but for lone CRs (no LF after them) kept as LF."""
     pairs = enumerate(zip(kept, came, strict=False))
