@@ -295,10 +295,10 @@ def may_hold_secret(text: str) -> bool:
     """Whether a secret may be in this JSON text, for a walk of its value (`Redactor.json`):
     a hint, an exact key's word anywhere (`"auth "` and an exact key in a JSON string inside
     a string are keys too, which the hints do not see), or an escape (checked by the walk)."""
-    data = text.encode("utf-8", "surrogatepass")
-    if b"\\u" in data or any(hints(text)):  # (faster in bytes than in text past U+FFFF)
-        return True
-    return bool(_EXACT_KEY_SEARCH.find_matches_as_indexes(data.lower()))
+    data = text.encode("utf-8", "surrogatepass")  # (searched faster than text past U+FFFF)
+    if b"\\u" in data or _EXACT_KEY_SEARCH.find_matches_as_indexes(data.lower()):
+        return True  # ("auth" is in every message's "author": the hints need not be searched)
+    return any(hints(text))
 
 
 def value_hints(text: str) -> bool:
