@@ -946,6 +946,30 @@ def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_pat
     assert stored_bytes(db) == raw.read_bytes()
 
 
+def test_a_crlf_stream_is_stored_with_the_line_ends_it_came_with(tmp_path: Path) -> None:
+    """A stream framed with CRLF was stored with LF line ends; its raw events are now its bytes,
+    a CRLF cut between its CR and its LF by a piece's end included."""
+    from convtap.record.flows import PIECE
+
+    frames = b"".join(b'event: delta\r\ndata: {"v": " w%d"}\r\n\r\n' % n for n in range(2_000))
+    head = NOT_UTF8.replace(b"data: [DONE]\n\n", b"").replace(b"\n", b"\r\n")
+    body = next(
+        candidate
+        for n in range(100)
+        if (candidate := head + b": " + b"x" * n + b"\r\n" + frames + b"data: [DONE]\r\n\r\n")[
+            PIECE - 1 : PIECE + 1
+        ]
+        == b"\r\n"
+    )
+    raw = tmp_path / "crlf.sse"
+    raw.write_bytes(body)
+    db = tmp_path / "crlf.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    assert stored_bytes(db) == body
+    assert convtap("reprocess", "--db", str(db)).returncode == 0
+    assert stored_bytes(db) == body
+
+
 # -- no secret in clear, of any kind, in the database, the report or an export ---------------------
 
 # Kinds a user pastes and a server echoes that were not caught at all: name -> (where, secret)

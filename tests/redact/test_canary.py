@@ -355,9 +355,11 @@ def test_a_secret_in_a_line_of_no_field_in_a_websocket_stream_item_is_redacted(
 
 
 @pytest.mark.parametrize("size", [5, 1 << 20])
-def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) -> None:
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int, eol: str) -> None:
     """Comment lines (`: …`) are not events, but they are stored with the raw events: one that
-    holds a secret keeps a placeholder in its place; the server's pings stay as they came."""
+    holds a secret keeps a placeholder in its place; the server's pings stay as they came (with
+    their CRLF in a CRLF stream)."""
     secret = "sk-proj-CANARYcomment" + "x7" * 12
     message = {"id": "m1", "author": {"role": "assistant"}, "status": "in_progress",
                "content": {"content_type": "text", "parts": [""]}, "recipient": "all"}  # fmt: skip
@@ -369,14 +371,14 @@ def test_a_secret_in_an_sse_comment_line_is_redacted(tmp_path: Path, size: int) 
         f": upstream debug key={secret}\n\n",
         delta({"v": " there"}),
         "data: [DONE]\n\n",
-    ]).encode()  # fmt: skip
+    ]).replace("\n", eol).encode()  # fmt: skip
     db = tmp_path / "comment.db"
     record_stream(db, "/backend-api/f/conversation", b"{}", body, size)
     assert secret.encode() not in capture_bytes(db)
     with sqlite3.connect(db) as conn:
         stored = raw_events(conn)
         ((text,),) = conn.execute("SELECT text FROM messages").fetchall()
-    assert ": ping - 2026-11-30 17:00:00.000000+00:00\n" in stored
+    assert f": ping - 2026-11-30 17:00:00.000000+00:00{eol}" in stored
     assert re.search(r"\n: <redacted:[0-9a-f]{12}>\n", stored)
     assert text == "hello there"
     assert message_text(message_of(decode_turn([stored.encode()]), "m1")) == text

@@ -12,9 +12,12 @@ from convtap.redact.patterns import (
     hints,
     is_secret_key,
     keyed_secrets,
+    may_hold_secret,
     value_hints,
 )
 from convtap.redact.redactor import Redactor
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_secret_keys_anywhere_are_replaced_by_a_keyed_hash() -> None:
@@ -52,6 +55,21 @@ def test_json_looks_cheaply_first_and_walks_whatever_may_hold_a_secret(value: ob
     assert "S3cret" not in (r.dumps(value) or "")
     plain = {"type": "message_marker", "marker": "cot_token", "event": "first", "n": [1.5]}
     assert r.json(plain) is plain  # nothing to walk: the value itself
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from(["AuTh", "PASS", "pWd", "VeRiFy", "veri", "fy", "\u0130", "verİfy",
+                              "\u212a", "é", "🌿", "\ud800", '"', "\\u", " ", "x", "a"]),
+             max_size=12).map("".join)
+)  # fmt: skip
+def test_the_cheap_look_sees_an_exact_key_as_the_text_lowercased_does(text: str) -> None:
+    """`may_hold_secret` searches the UTF-8 bytes with ASCII lowercased for an exact key's word:
+    what the text lowercased whole shows (U+0130 lowercases to "i" and a combining dot)."""
+    low = text.lower()
+    expected = any(hints(text)) or "\\u" in text or any(key in low for key in EXACT_KEYS)
+    assert may_hold_secret(text) == expected
+    assert may_hold_secret('{"a": "' + text + ' Verify"}')
 
 
 def test_the_same_secret_gets_the_same_placeholder_and_keys_differ() -> None:

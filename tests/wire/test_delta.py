@@ -408,3 +408,47 @@ def test_what_events_append_is_collected_for_the_redaction() -> None:
     assert appended.paths == ["/message/content/parts/0"]
     assert appended.others == [events[i].data for i in (0, 1, 4, 6, 7)]
     assert decoder.messages["m"]["content"]["parts"] == ["sk-proj"]
+
+
+# Data of events a run of typed events may hold or end at: each way a run ends (not JSON, not an
+# object, no string type, a type with a way of its own, another conversation), big integers.
+TYPED_DATA = [
+    '{"type": "message_marker", "marker": "cot_token"}',
+    '{"type": "message_marker", "conversation_id": "c1"}',
+    '{"type": "title_generation", "title": "t", "conversation_id": "c2"}',
+    '{"type": "x", "conversation_id": 5}',
+    '{"type": "x", "conversation_id": null}',
+    '{"type": "x", "big": 100000000000000000000000}',
+    '{"type": ["not", "a", "string"]}',
+    '{"type": "message_stream_complete", "conversation_id": "c1"}',
+    '{"type": "stream_handoff", "options": []}',
+    '{"no": "type"}',
+    '{"broken": ',
+    '{"v": "appended"}',
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["message", "message", "message", "delta"]),
+                  st.sampled_from(TYPED_DATA)).map(lambda pair: SSEEvent(*pair)),
+        max_size=30,
+    )
+)  # fmt: skip
+def test_typed_events_fed_at_once_do_what_they_do_one_by_one(events: list[SSEEvent]) -> None:
+    """Runs of typed events are taken together (a pass in C each): what they do, and what the
+    decoder keeps, is what they do one event at a time."""
+    start = [ENC, d(p="", o="add", v={"message": msg()}), d(p="/message/content/parts/0",
+                                                          o="append", v="a")]  # fmt: skip
+    one, batch = DeltaDecoder(), DeltaDecoder()
+    one_found = [found for event in [*start, *events] for found in one.feed(event)]
+    appended = Appended([], [], [])
+    batch_found = batch.feed_all(start) + batch.feed_all(events, appended)
+    assert batch_found == one_found
+    for name in ("event_index", "event_count", "conversation_id", "handoff", "stream_complete"):
+        assert getattr(batch, name) == getattr(one, name)
+    assert (list(batch.events), list(batch.other_events)) == (list(one.events), one.other_events)
+    assert batch.errors == one.errors
+    assert batch.messages == one.messages
+    assert len(appended.pieces) + len(appended.others) == len(events)

@@ -51,6 +51,73 @@ def test_crlf_split_between_cr_and_lf_is_one_line_end() -> None:
     assert events == [SSEEvent("message", "a"), SSEEvent("message", "b")]
 
 
+def texts(chunks: list[bytes], runs: bool = False) -> bytes:
+    """The text of every `read`, joined, as the bytes it holds."""
+    parser = SSEParser()
+    read = "".join(parser.read(chunk, runs).text for chunk in chunks)
+    return read.encode("utf-8", "surrogateescape")
+
+
+CRLF_BODY = (
+    b': ping\r\n\r\nevent: delta\r\ndata: {"v": "a"}\r\n\r\n'
+    b'event: delta\r\ndata: {"v": "b"}\r\n\r\ndata: {"type": "x"}\r\nid: 7\r\n\r\n'
+    b"data: \xff\r\n\r\ndata: [DONE]\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_crlf_line_ends_are_kept_in_the_text_under_any_chunking(runs: bool) -> None:
+    """The raw events of a CRLF stream are its bytes, whatever the chunking: cut at every
+    offset (between CR and LF too) and byte at a time."""
+    assert texts([CRLF_BODY], runs) == CRLF_BODY
+    for cut in range(len(CRLF_BODY) + 1):
+        assert texts([CRLF_BODY[:cut], CRLF_BODY[cut:]], runs) == CRLF_BODY
+    assert texts([CRLF_BODY[i : i + 1] for i in range(len(CRLF_BODY))], runs) == CRLF_BODY
+    assert texts([b"\xef\xbb\xbf" + CRLF_BODY], runs) == CRLF_BODY  # the BOM is not an event's
+
+
+def test_the_bytes_kept_as_they_came_are_bounded_as_the_events_are() -> None:
+    """An event of CRLF lines that never ends: the bytes kept for the text are dropped with it,
+    so they stay under the event bound; the events after it keep their CRLFs."""
+    parser = SSEParser(max_event=1 << 12)
+    line = b"data: " + b"x" * 100 + b"\r\n"
+    for _ in range(200):
+        parser.read(line * 10)
+        assert parser._raw is not None and len(parser._raw.buf) <= (1 << 12) + len(line) * 10
+    block = parser.read(b"\r\ndata: after\r\n\r\n")
+    assert [e.event for e in block.events] == ["\nevent-too-large", "message"]
+    assert block.text == "data: after\r\n\r\n"
+
+
+def as_came_but_lone_crs(kept: bytes, came: bytes) -> bool:
+    """`kept` is the start of `came`, but for lone CRs (no LF after them) kept as LF."""
+    pairs = enumerate(zip(kept, came, strict=False))
+    lone = [k == c or (c == ord("\r") and k == ord("\n") and came[i + 1 : i + 2] != b"\n")
+            for i, (k, c) in pairs]  # fmt: skip
+    return len(kept) <= len(came) and all(lone)
+
+
+@settings(max_examples=500, deadline=None)
+@example(b"data: x\rdata: yy\n\r\r\rd", [18], False)  # a CR out with its block, a lone CR next
+@given(
+    st.lists(st.sampled_from([b"\r", b"\n", b"\r\n", b"data: x", b"event: e", b": c", b"id: 1",
+                              b"\xef\xbb\xbf", b"\xff", b"d"]), max_size=30).map(b"".join),
+    st.lists(st.integers(0, 200), max_size=6),
+    st.booleans(),
+)  # fmt: skip
+def test_a_blocks_text_keeps_the_line_ends_it_came_with(
+    body: bytes, cuts: list[int], runs: bool
+) -> None:
+    """The texts hold the stream's bytes as they came (after one leading BOM), lone CRs as LF
+    (the redaction of unread lines finds lines by LF), and parse back to the same events."""
+    bounds = sorted({min(cut, len(body)) for cut in cuts})
+    chunks = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
+    came = body.removeprefix(b"\xef\xbb\xbf")
+    kept = texts(chunks, runs)
+    assert as_came_but_lone_crs(kept, came)
+    assert SSEParser().feed(kept) == whole(body)[0][: len(SSEParser().feed(kept))]
+
+
 def test_cr_at_chunk_end_dispatches_at_once() -> None:
     parser = SSEParser()
     assert parser.feed(b"data: a\r\r") == [SSEEvent("message", "a")]

@@ -7,6 +7,7 @@ written at the end, in `--format json`'s shape (a contract) or as text for peopl
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import sys
@@ -14,7 +15,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TextIO
 
@@ -28,7 +29,10 @@ from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses
 from convtap.wire.turn import TurnDecoder, TurnSummary, message_text, tool_call
 
-PIECE = 1 << 20  # bytes read at a time
+# Bytes read at a time: a piece's events (objects the garbage collector tracks) are gone before
+# it looks for cycles, so it never walks the whole heap, and they stay in the CPU's cache.
+PIECE = 16 << 10
+BLOCK = 64 << 10  # bytes of spooled lines read back at a time
 MAX_FRAME = 16 << 20  # a WebSocket frame line longer than this is not read whole
 SPOOL = 8 << 20  # bytes of events kept in memory before they spill to a temporary file
 
@@ -53,16 +57,12 @@ def pieces(handle: BinaryIO) -> Iterator[bytes]:
 
 class Spool:
     """JSON values, one per line, in memory and then on disk; read back as a JSON array. How
-    many of each kind (`kind` of each value) is counted as they come."""
+    many of each kind (`kind` of each value) is counted as they come. The lines are kept as
+    UTF-8 (lone surrogates, which JSON allows, as `surrogatepass` writes them)."""
 
     def __init__(self, redact: Redactor, kind: Callable[[Any], str] | None = None) -> None:
         self.redact = redact
-        self.file: IO[str] = tempfile.SpooledTemporaryFile(  # noqa: SIM115  (closed with us)
-            SPOOL,
-            mode="w+",
-            encoding="utf-8",
-            errors="surrogatepass",  # JSON allows lone ones
-        )
+        self.file: IO[bytes] = tempfile.SpooledTemporaryFile(SPOOL)  # noqa: SIM115  (closed with us)
         self.count = 0
         self.kind = kind
         self.kinds: Counter[str] = Counter()
@@ -73,30 +73,41 @@ class Spool:
             return
         if self.kind is not None:
             self.kinds.update(map(self.kind, values))
-        text = "\n".join(map(_line, values))
-        if self.redact.may_hold_secret(text):
-            text = "\n".join(map(_line, map(self.redact.json, values)))
-        self.file.write(text + "\n")
+        lines = b"\n".join(_dumped(values))
+        if self.redact.may_hold_secret(lines.decode("utf-8", "surrogatepass")):
+            lines = b"\n".join(_dumped(list(map(self.redact.json, values))))
+        self.file.write(lines)
+        self.file.write(b"\n")
         self.count += len(values)
 
     def lines(self) -> Iterator[str]:
         self.file.seek(0)
         for line in self.file:
-            yield line.rstrip("\n")
+            yield line[:-1].decode("utf-8", "surrogatepass")
 
     def write_array(self, out: TextIO, indent: str = "  ") -> None:
         if not self.count:
             out.write("[]")
             return
-        between = f",\n{indent}  "  # a line of JSON text never holds a line end of its own
+        between = f",\n{indent}  ".encode()  # a line of JSON text never holds a line end
+        text = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # a block may cut a character
         self.file.seek(0)
         out.write(f"[\n{indent}  ")
-        previous = ""
-        while block := self.file.read(PIECE):
-            out.write(previous.replace("\n", between))
+        previous = b""
+        while block := self.file.read(BLOCK):
+            out.write(text.decode(previous.replace(b"\n", between)))
             previous = block
-        out.write(previous[:-1].replace("\n", between))  # the last line end ends the last line
+        # the last line end ends the last line
+        out.write(text.decode(previous[:-1].replace(b"\n", between), final=True))
         out.write(f"\n{indent}]")
+
+
+def _dumped(values: list[Any]) -> list[bytes]:
+    """Values as JSON text in UTF-8 (non-ASCII kept), one line each."""
+    try:
+        return list(map(orjson.dumps, values))
+    except TypeError:  # one orjson refuses: each as `_line` writes it
+        return [_line(value).encode("utf-8", "surrogatepass") for value in values]
 
 
 def _line(value: Any) -> str:
@@ -172,6 +183,9 @@ def _conversation(
     errors = Spool(redactor)
 
     def spool(found: list[DecoderEvent]) -> None:  # every one, however many the turn keeps
+        if {*map(type, found)} == {ControlEvent}:  # a run of typed events: looked at in C
+            events.add(list(map(attrgetter("payload"), found)))
+            return
         controls, other, failed = [], [], []
         for event in found:
             if type(event) is ControlEvent:

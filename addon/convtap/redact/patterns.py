@@ -286,14 +286,20 @@ def hints(text: str) -> tuple[bool, bool]:
     return _found(text, want_keys=True)
 
 
+# EXACT_KEYS searched for in UTF-8 bytes with only ASCII lowercased: each is ASCII, and no other
+# character lowercases to a run of their letters (only U+0130 and U+212A lowercase to ASCII, to
+# "i" + U+0307 and to "k"), so this finds what a search of the text lowercased whole finds.
+_EXACT_KEY_SEARCH = ahocorasick_rs.BytesAhoCorasick([key.encode() for key in sorted(EXACT_KEYS)])
+
+
 def may_hold_secret(text: str) -> bool:
     """Whether a secret may be in this JSON text, for a walk of its value (`Redactor.json`):
     a hint, an exact key's word anywhere (`"auth "` and an exact key in a JSON string inside
     a string are keys too, which the hints do not see), or an escape (checked by the walk)."""
-    if any(hints(text)):
-        return True
-    low = text.lower()
-    return "\\u" in text or any(key in low for key in EXACT_KEYS)
+    data = text.encode("utf-8", "surrogatepass")  # (searched faster than text past U+FFFF)
+    if b"\\u" in data or _EXACT_KEY_SEARCH.find_matches_as_indexes(data.lower()):
+        return True  # ("auth" is in every message's "author": the hints need not be searched)
+    return any(hints(text))
 
 
 def value_hints(text: str) -> bool:

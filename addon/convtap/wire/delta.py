@@ -9,9 +9,9 @@ models.
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Iterable, Sequence
-from operator import itemgetter
+from itertools import repeat
+from operator import and_, eq, is_not, ne
 from typing import Any, TypeGuard
 
 import orjson
@@ -28,7 +28,7 @@ from convtap.wire.events import (
     StreamDone,
 )
 from convtap.wire.jsonvalue import JSON, loads
-from convtap.wire.sse import OVERSIZED, BareRun, Frames, SSEEvent
+from convtap.wire.sse import OVERSIZED, BareRun, EventRun, Frames, SSEEvent
 
 OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
 MAX_KEPT = 1000  # typed events, other events and errors kept in memory (the rest are counted)
@@ -55,6 +55,53 @@ class InvalidDelta(ValueError):
 _NONE: Sequence[DecoderEvent] = ()
 # Typed events that do more than being kept (`DeltaDecoder._object`).
 _OWN_WAY = frozenset({"stream_handoff", "message_stream_complete", "input_message"})
+
+
+class _TypedRuns:
+    """Where runs of typed events may be among a list of events: made once for the list (a
+    pass in C each), read at each run's start."""
+
+    def __init__(self, names: Sequence[str], datas: Sequence[str]) -> None:
+        self._datas = datas
+        self._typed = list(map(str.startswith, datas, repeat("{")))
+        if names.count("message") != len(names):
+            self._typed = list(map(and_, self._typed, map(eq, names, repeat("message"))))
+
+    def datas(self, at: int) -> list[str]:
+        """The data of the events from `at` on that are named `message` and start an object."""
+        try:
+            end = self._typed.index(False, at)
+        except ValueError:
+            end = len(self._typed)
+        return list(self._datas[at:end])
+
+
+def _may_be_typed(names: Sequence[str], datas: Sequence[str], at: int) -> bool:
+    """Whether event `at` is there, named `message`, and its data starts an object."""
+    return at < len(datas) and names[at] == "message" and datas[at][:1] == "{"
+
+
+def _first(flags: Iterable[object], value: object = True) -> int:
+    """The index of the first of `flags` that is `value` (the count of them when none is)."""
+    listed = list(flags)
+    try:
+        return listed.index(value)
+    except ValueError:
+        return len(listed)
+
+
+def _parsed_while(datas: list[str]) -> list[Any]:
+    """`datas` parsed by orjson, up to the first it refuses."""
+    try:
+        return list(map(orjson.loads, datas))
+    except orjson.JSONDecodeError:
+        parsed = []
+        for data in datas:
+            try:
+                parsed.append(orjson.loads(data))
+            except orjson.JSONDecodeError:
+                break
+        return parsed
 
 
 def is_message(value: object) -> TypeGuard[dict[str, Any]]:
@@ -124,7 +171,7 @@ class DeltaDecoder:
         found: list[DecoderEvent] = []
         self._into = into
         try:
-            parts: Sequence[BareRun | Sequence[SSEEvent]] = (
+            parts: Sequence[BareRun | EventRun | Sequence[SSEEvent]] = (
                 events.parts
                 if isinstance(events, Frames)
                 else [events if isinstance(events, Sequence) else list(events)]
@@ -136,7 +183,11 @@ class DeltaDecoder:
                         found += taken
                         continue
                     part = part.events()
-                self._feed_events(part, found)
+                if isinstance(part, EventRun):
+                    self._feed_events(part.names or ["message"] * part.frames, part.datas, found)
+                elif part:
+                    names, datas = zip(*part, strict=True)
+                    self._feed_events(names, datas, found)
         finally:
             self._into = None
         if self._changed:
@@ -160,15 +211,19 @@ class DeltaDecoder:
         self.event_count += len(values)
         return self._extend(index, values)
 
-    def _feed_events(self, events: Sequence[SSEEvent], found: list[DecoderEvent]) -> None:
+    def _feed_events(
+        self, names: Sequence[str], datas: Sequence[str], found: list[DecoderEvent]
+    ) -> None:
+        """Events, given as their names and their data."""
         loads_fast = orjson.loads
         into = self._into
-        at, count = 0, len(events)
+        at, count = 0, len(datas)
+        runs: _TypedRuns | None = None
         while at < count:
-            event = events[at]
-            name, data = event
-            if name == "message" and data[:1] == "{":  # maybe a run of typed events
-                taken = self._typed_run(events, at, found)
+            name, data = names[at], datas[at]
+            if name == "message" and data[:1] == "{" and _may_be_typed(names, datas, at + 1):
+                runs = runs or _TypedRuns(names, datas)  # maybe a run of typed events
+                taken = self._typed_run(runs.datas(at), found)
                 if taken:
                     at += taken
                     continue
@@ -184,6 +239,7 @@ class DeltaDecoder:
                     self.event_count += 1
                     found += self._extend(index, [obj["v"]])
                     continue
+            event = SSEEvent(name, data)
             if into is None:
                 found += self._feed_one(event)
             else:
@@ -192,37 +248,38 @@ class DeltaDecoder:
                 if len(into.pieces) == pieces:
                     into.others.append(data)
 
-    def _typed_run(self, events: Sequence[SSEEvent], at: int, found: list[DecoderEvent]) -> int:
-        """The typed events (`message_marker`, ...) from `events[at]` on, taken the short way
-        `_object` takes for one, and kept all at once: how many (0: the first is not one)."""
-        loads_fast = orjson.loads
+    def _typed_run(self, datas: list[str], found: list[DecoderEvent]) -> int:
+        """Typed events (`message_marker`, ...) taken the short way `_object` takes for one,
+        and kept all at once: how many of `datas` (the data of events named `message` that
+        start an object) were (0: the first is not one). The run ends before the first that is
+        not JSON, not an object, of no string `type`, of a type with a way of its own, or that
+        names another conversation (unless it is the first: the conversation is seen in order).
+        Each of these is one pass in C over the run."""
+        objs = _parsed_while(datas)
+        if {*map(type, objs)} != {dict}:
+            objs = objs[: _first(map(is_not, map(type, objs), repeat(dict)))]
+        kinds = list(map(dict.get, objs, repeat("type")))
+        if {*map(type, kinds)} != {str}:
+            objs = objs[: _first(map(is_not, map(type, kinds), repeat(str)))]
+            kinds = kinds[: len(objs)]
+        if not _OWN_WAY.isdisjoint(kinds):
+            objs = objs[: _first(map(_OWN_WAY.__contains__, kinds))]
         conversation_id = self.conversation_id
-        objs: list[dict[str, Any]] = []
-        for name, data in itertools.islice(events, at, None):
-            if name != "message" or data[:1] != "{":
-                break
-            try:
-                obj = loads_fast(data)
-            except orjson.JSONDecodeError:
-                break
-            kind = obj.get("type") if type(obj) is dict else None
-            if type(kind) is not str or kind in _OWN_WAY:
-                break
-            if obj.get("conversation_id", conversation_id) != conversation_id:
-                if objs:
-                    break  # the ones before it first: the conversation is seen in order
-                found += self._conversation(obj)
+        named = list(map(dict.get, objs, repeat("conversation_id"), repeat(conversation_id)))
+        if named.count(conversation_id) != len(named):
+            if named[0] != conversation_id:  # it names the conversation for the ones after it
+                found += self._conversation(objs[0])
                 conversation_id = self.conversation_id
-            objs.append(obj)
-        if objs:
-            taken = len(objs)
+            objs = objs[: _first(map(ne, named, repeat(conversation_id)))]
+        taken = len(objs)
+        if taken:
             self.event_index += taken
             self.event_count += taken
             self.events.extend(objs)
-            found.extend(map(tuple.__new__, itertools.repeat(ControlEvent), zip(objs)))
+            found.extend(map(tuple.__new__, repeat(ControlEvent), zip(objs)))
             if self._into is not None:
-                self._into.others.extend(map(itemgetter(1), events[at : at + taken]))
-        return len(objs)
+                self._into.others.extend(datas[:taken])
+        return taken
 
     def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
         """Rule 2: bare frames (events from `index` on) continuing the string append under

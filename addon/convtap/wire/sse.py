@@ -12,8 +12,9 @@ is not kept but dispatched as one `OVERSIZED` event carrying its size, and frami
 at the next blank line (so the buffer is bounded); an event whose bytes are not valid UTF-8 is
 decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in the `Block`'s
 `bad_utf8`; the `Block`'s text keeps such bytes as they came (each a lone surrogate, Python's
-`surrogateescape`), so that the raw events can be stored byte for byte. `read` returns a chunk's
-whole result as one value; nothing is read off the parser.
+`surrogateescape`), and the line ends as they came (CRLF; a lone CR as LF, `_RawBytes`), so
+that the raw events can be stored byte for byte. `read` returns a chunk's whole result as one
+value; nothing is read off the parser.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
 UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 _UNREAD = re.compile(UNREAD_LINE.pattern.encode())
+_LONE_CR = re.compile(rb"\r(?=[^\n])")  # a CR line end that no LF follows (in the chunk)
 # The same after a line end: a pattern that starts with a literal is searched for it (fast),
 # where one that starts with `(?:\A|\n)` is tried at every position.
 _UNREAD_AFTER_LF = re.compile(UNREAD_LINE.pattern.replace("(?:\\A|\\n)", "\\n", 1))
@@ -84,22 +86,38 @@ class BareRun(NamedTuple):
         return list(map(SSEEvent._make, zip(parts[1::3], parts[2::3], strict=True)))
 
 
+class EventRun(NamedTuple):
+    """Consecutive events of a block as the split found them, their names (None: all
+    `message`) and their data apart."""
+
+    names: list[str] | None
+    datas: list[str]
+
+    @property
+    def frames(self) -> int:
+        return len(self.datas)
+
+    def events(self) -> list[SSEEvent]:
+        names = self.names or ["message"] * len(self.datas)
+        return list(map(tuple.__new__, repeat(SSEEvent), zip(names, self.datas, strict=True)))
+
+
 class Frames(Sequence[SSEEvent]):
-    """A block's events with its runs of bare frames kept whole (`SSEParser.feed_runs`):
-    a reader that knows `BareRun`s takes `parts`; the events are made only when asked for."""
+    """A block's events as the parser found them (`SSEParser.read` with `runs`): a reader that
+    knows `BareRun`s and `EventRun`s takes `parts`; the events are made only when asked for."""
 
     __slots__ = ("_events", "_size", "parts")
 
-    def __init__(self, parts: list[BareRun | list[SSEEvent]]) -> None:
+    def __init__(self, parts: list[BareRun | EventRun | list[SSEEvent]]) -> None:
         self.parts = parts
-        self._size = sum(p.frames if isinstance(p, BareRun) else len(p) for p in parts)
+        self._size = sum(len(p) if isinstance(p, list) else p.frames for p in parts)
         self._events: list[SSEEvent] | None = None
 
     @property
     def events(self) -> list[SSEEvent]:
         if self._events is None:
             parts = self.parts
-            self._events = [e for p in parts for e in (p.events() if isinstance(p, BareRun) else p)]
+            self._events = [e for p in parts for e in (p if isinstance(p, list) else p.events())]
         return self._events
 
     def __len__(self) -> int:
@@ -147,6 +165,7 @@ class SSEParser:
         "_bad_utf8",
         "_buf",
         "_closed",
+        "_raw",
         "_skip_lf",
         "_skipping",
         "_started",
@@ -162,6 +181,7 @@ class SSEParser:
         self._bad_utf8: list[int] = []
         self._unread = False
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
+        self._raw: _RawBytes | None = None  # the bytes as they came, once a CR came
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
         self._skipping = -1  # bytes of an oversized event dropped so far (-1: not skipping)
@@ -187,18 +207,26 @@ class SSEParser:
             raise RuntimeError("feed() after close()")
         if not chunk:
             return []
+        came, cr_before = chunk, self._skip_lf
         if self._skip_lf:
             # WHATWG: CRLF is one line end, even when the chunk boundary falls between them.
             self._skip_lf = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
+                if self._raw is not None and not self._raw.buf:  # its CR went out: so does it
+                    self._text, came = "\n", chunk
         if b"\r" in chunk:
             if chunk[-1:] == b"\r":
                 self._skip_lf = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if self._raw is None:  # the bytes before came as the buffer holds them
+                self._raw = _RawBytes(self._buf)
         buf = self._buf
         scan_from = max(len(buf) - 1, 0)
         buf += chunk
+        raw = self._raw
+        if raw is not None:
+            raw.add(came, cr_before)
         if not self._started:
             # WHATWG: one leading U+FEFF is stripped; it may itself arrive split.
             if len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
@@ -206,6 +234,8 @@ class SSEParser:
             self._started = True
             if buf.startswith(_BOM):
                 del buf[: len(_BOM)]
+                if raw is not None:
+                    del raw.buf[: len(_BOM)]
             scan_from = 0
         events: list[SSEEvent] = []
         if self._skipping >= 0:
@@ -220,7 +250,12 @@ class SSEParser:
             return events
         block = bytes(buf[: end + 2])
         del buf[: end + 2]
+        lead = self._text  # an LF whose CR went out before
         parsed = self._parse_block(block, runs)
+        if raw is not None:  # the text keeps the line ends as they came
+            came = raw.cut(buf.count(b"\n"))
+            self._text = lead + _decoded(came)
+            self._unread = self._unread or _UNREAD.search(came) is not None
         if events:  # an oversized event ended first: rare, so the runs are given up
             return events + list(parsed)
         return parsed
@@ -233,9 +268,13 @@ class SSEParser:
             keep = 1 if buf[-1:] == b"\n" else 0  # the blank line may start at the chunk's end
             self._skipping += len(buf) - keep
             del buf[: len(buf) - keep]
+            if self._raw is not None:
+                self._raw.keep_last_line_end(keep == 1)
             return False
         events.append(SSEEvent(OVERSIZED, str(self._skipping + end)))
         del buf[: end + 2]
+        if self._raw is not None:
+            self._raw.cut(buf.count(b"\n"))
         self._skipping = -1
         return True
 
@@ -244,6 +283,7 @@ class SSEParser:
         self._closed = True
         pending = bytes(self._buf)
         self._buf.clear()
+        self._raw = None
         if self._skipping >= 0:
             return True
         return any(line and line[:1] != b":" for line in pending.split(b"\n"))
@@ -265,11 +305,14 @@ class SSEParser:
             for shape, head in _BARE_SHAPES:
                 if head in text:
                     return self._parse_runs(text, shape, head)
-        return self._parse_text(text, block)
+        parsed = self._parse_text(text, block)
+        if isinstance(parsed, list):
+            return parsed
+        return Frames([parsed]) if runs else parsed.events()
 
     def _parse_runs(self, text: str, shape: re.Pattern[str], head: str) -> list[SSEEvent] | Frames:
         """The runs of bare frames of `head`'s shape, and the events between them."""
-        parts: list[BareRun | list[SSEEvent]] = []
+        parts: list[BareRun | EventRun | list[SSEEvent]] = []
         done = 0  # the text before is in `parts`
         at = text.find(head)
         while at >= 0:
@@ -285,14 +328,15 @@ class SSEParser:
             done = run.end()
             at = text.find(head, done)
         if done == 0:
-            return self._parse_text(text)
-        if done < len(text):
+            parts.append(self._parse_text(text))
+        elif done < len(text):
             parts.append(self._parse_text(text[done:]))
         return Frames(parts)
 
-    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent]:
-        """A block's (or a part of one's) events; `block` is its bytes when the caller has them
-        (a part has none, and is never larger than `max_event`)."""
+    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent] | EventRun:
+        """A block's (or a part of one's) events, as the split found them when they are all of
+        the simple shapes; `block` is its bytes when the caller has them (a part has none, and
+        is never larger than `max_event`)."""
         parts = _SIMPLE.split(text)
         between = parts[0::3]
         rest = "".join(between)
@@ -310,16 +354,14 @@ class SSEParser:
             and max(map(len, datas), default=0) > self.max_event
         ):
             return self._parse_slowly(block)
-        names = parts[1::3]
-        if None in names or "" in names:
-            if names.count(None) == len(names):  # no event named: all `message`
-                names = list(repeat("message", len(names)))
-            else:
-                names = [name or "message" for name in names]
-        pairs = zip(names, datas, strict=True)
+        named = parts[1::3]
+        names: list[str] | None = None  # no event named: all `message`
+        if named.count(None) != len(named):
+            names = [name or "message" for name in named] if None in named or "" in named else named
         if "" in datas:  # an event whose data is empty is not dispatched
+            pairs = zip(names or ["message"] * len(datas), datas, strict=True)
             return [SSEEvent(name, data) for name, data in pairs if data]
-        return list(map(tuple.__new__, repeat(SSEEvent), pairs))  # SSEEvents, built in C
+        return EventRun(names, datas)
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
         if _UNREAD.search(block):
@@ -340,6 +382,52 @@ class SSEParser:
                 self._bad_utf8.append(len(events))
             events.append(event)
         return events
+
+
+class _RawBytes:
+    """The bytes of a stream that has CRs in it, as they came, beside the parser's buffer (LF
+    line ends): cut where the buffer is cut, so that a block's text keeps each CRLF (and the
+    recorder stores the raw events byte for byte). A lone CR is kept as LF: the redaction of
+    lines the decoder does not read finds lines by their LF. A CR that ends a chunk is a line
+    end at once (WHATWG); the LF that may follow it is kept after it, in the next `read`'s text
+    if the block went out with the CR."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self, start: bytes | bytearray) -> None:
+        self.buf = bytearray(start)
+
+    def add(self, chunk: bytes, cr_before: bool) -> None:
+        """A chunk as it came; `cr_before`: the one before ended with a CR."""
+        if cr_before and chunk[:1] != b"\n" and self.buf[-1:] == b"\r":
+            self.buf[-1:] = b"\n"  # that CR was a line end of its own
+        self.buf += _LONE_CR.sub(b"\n", chunk)
+
+    def cut(self, lines_after: int) -> bytes:
+        """The bytes up to the line end that `lines_after` line ends follow, taken out."""
+        buf = self.buf
+        ends, at = lines_after + 1, len(buf)
+        if buf[-1:] == b"\r":  # a CR whose LF may come next: a line end already
+            ends -= 1
+        for _ in range(ends):
+            at = buf.rfind(b"\n", 0, at)
+        cut = at + 1 if ends else len(buf)
+        taken = bytes(buf[:cut])
+        del buf[:cut]
+        return taken
+
+    def keep_last_line_end(self, keep: bool) -> None:
+        """All but the last line end dropped (an oversized event skipped), or all."""
+        buf = self.buf
+        del buf[: len(buf) - (0 if not keep else 2 if buf.endswith(b"\r\n") else 1)]
+
+
+def _decoded(block: bytes) -> str:
+    """A block's text: bytes that are not UTF-8 as lone surrogates (`surrogateescape`)."""
+    try:
+        return block.decode("utf-8")
+    except UnicodeDecodeError:
+        return block.decode("utf-8", "surrogateescape")
 
 
 def _parse_lines(lines: list[bytes]) -> tuple[SSEEvent, bool] | None:
