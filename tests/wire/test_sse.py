@@ -235,7 +235,11 @@ def test_the_parser_tells_whether_it_took_in_lines_it_does_not_read(
     for chunk in chunks:
         block = parser.read(chunk, runs)
         lines = block.text.encode("utf-8", "surrogateescape").split(b"\n")
-        assert block.unread_lines == any(line and not read_by_the_decoder(line) for line in lines)
+        unread = [line for line in lines if line and not read_by_the_decoder(line)]
+        assert block.unread_lines == bool(unread)
+        if block.unread_text is not None:  # those lines exactly, when the parser gives them
+            given = block.unread_text.encode("utf-8", "surrogateescape").split(b"\n")
+            assert [line for line in given if line] == unread
 
 
 @pytest.mark.parametrize("block", [b":data: x\n\n", b": c\n:event: delta\ndata: y\n\n:data: z\n\n"])

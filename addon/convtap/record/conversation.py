@@ -114,8 +114,9 @@ class ConversationSide:
         decoded = turn.decoder.feed(data)
         if decoded.text:  # the events, and the lines around them: kept raw too
             turn.redaction.chunk(
-                at, decoded.text, decoded.sse, raw, decoded.appended, decoded.unread_lines
-            )
+                at, decoded.text, decoded.sse, raw, decoded.appended, decoded.unread_lines,
+                decoded.unread_text,
+            )  # fmt: skip
         self._updates(turn, decoded.events, at)
 
     def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:

@@ -175,13 +175,14 @@ class StreamRedaction:
         keep: Keep,
         appended: Appended | None = None,
         unread: bool = True,
+        unread_text: str | None = None,
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
         `appended` is what the decoder saw them append (else the text is searched for it);
         `unread` is False when the text is known to hold no line the decoder does not read
-        (a comment, another field)."""
+        (a comment, another field), and `unread_text` those lines when the parser knows them."""
         if unread:
-            text = self.redactor.unread(text)
+            text = self.redactor.unread(text, unread_text)
         if appended is None:
             # the rest, an append's path (or None for a bare frame), its string, the rest, ...
             parts = _STRING_DELTA.split(text)

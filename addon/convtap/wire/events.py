@@ -95,6 +95,7 @@ class Decoded:
     sse: Sequence[SSEEvent]
     appended: Appended
     unread_lines: bool
+    unread_text: str | None = None  # those lines' text, when the parser knows it (comments)
 
 
 class StreamDecoder(Protocol):

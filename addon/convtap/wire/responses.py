@@ -286,7 +286,9 @@ class ResponsesStream:
         appended = Appended([], [], [])
         into = appended if self._collect else None
         found = self.decoder.feed_all(block.events, block.bad_utf8, into)
-        return Decoded(found, block.text, block.events, appended, block.unread_lines)
+        return Decoded(
+            found, block.text, block.events, appended, block.unread_lines, block.unread_text
+        )
 
     def end_leg(self) -> bool:
         return self._parser.close()

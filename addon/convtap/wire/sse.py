@@ -145,6 +145,7 @@ class Block(NamedTuple):
     text: str
     bad_utf8: tuple[int, ...]
     unread_lines: bool
+    unread_text: str | None = None  # those lines, when the parser saw them all (comments)
 
 
 def format_event(event: SSEEvent) -> str:
@@ -171,6 +172,7 @@ class SSEParser:
         "_started",
         "_text",
         "_unread",
+        "_unread_text",
         "max_event",
     )
 
@@ -180,6 +182,7 @@ class SSEParser:
         self._text = ""
         self._bad_utf8: list[int] = []
         self._unread = False
+        self._unread_text: list[str] | None = []  # None: some were not seen one by one
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
         self._raw: _RawBytes | None = None  # the bytes as they came, once a CR came
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
@@ -199,8 +202,11 @@ class SSEParser:
         self._text = ""
         self._bad_utf8 = []
         self._unread = False
+        self._unread_text = []
         events = self._feed(chunk, runs)
-        return Block(events, self._text, tuple(self._bad_utf8), self._unread)
+        seen = self._unread_text
+        text = None if seen is None else "".join(seen)
+        return Block(events, self._text, tuple(self._bad_utf8), self._unread, text)
 
     def _feed(self, chunk: bytes, runs: bool) -> list[SSEEvent] | Frames:
         if self._closed:
@@ -255,7 +261,8 @@ class SSEParser:
         if raw is not None:  # the text keeps the line ends as they came
             came = raw.cut(buf.count(b"\n"))
             self._text = lead + _decoded(came)
-            self._unread = self._unread or _UNREAD.search(came) is not None
+            if _UNREAD.search(came) is not None:
+                self._unread, self._unread_text = True, None
         if events:  # an oversized event ended first: rare, so the runs are given up
             return events + list(parsed)
         return parsed
@@ -347,6 +354,8 @@ class SSEParser:
             if any(line[:1] != ":" for line in rest.split("\n") if line):
                 return self._parse_slowly(text.encode() if block is None else block)
             self._unread = True  # comment lines only
+            if self._unread_text is not None:
+                self._unread_text.append(rest)
         datas = parts[2::3]
         if (
             block is not None
@@ -365,7 +374,7 @@ class SSEParser:
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
         if _UNREAD.search(block):
-            self._unread = True
+            self._unread, self._unread_text = True, None
         events: list[SSEEvent] = []
         for piece in block.split(b"\n\n"):
             piece = piece.lstrip(b"\n")

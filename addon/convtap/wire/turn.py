@@ -154,7 +154,9 @@ class TurnDecoder:
             found += decoder.record_error(
                 first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
             )
-        return Decoded(found, block.text, block.events, appended, block.unread_lines)
+        return Decoded(
+            found, block.text, block.events, appended, block.unread_lines, block.unread_text
+        )
 
     def end_leg(self) -> bool:
         """The current HTTP leg's body is over; True when it was cut inside an event."""
