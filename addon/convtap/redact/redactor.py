@@ -208,12 +208,12 @@ class Redactor:
         """An SSE event's name, searched as a value is (a server may put anything there)."""
         return self.scrub(name) if name and value_hints(name) else name
 
-    def unread(self, text: str, lines: str | None = None) -> str:
+    def unread(self, text: str, known: str | None = None) -> str:
         """SSE text whose lines that the decoder never reads (comments `: …`, such as the
         server's pings; fields other than data and event; lines of no field) hold a hint of a
-        secret, with each such line replaced by a comment holding a placeholder. `lines`: those
+        secret, with each such line replaced by a comment holding a placeholder. `known`: those
         lines' text, when the parser has it (no hint in it: nothing to look for)."""
-        if lines is not None and not any(hints(lines)):
+        if known is not None and not any(hints(known)):
             return text
         starts = unread_line_starts(text)
         lines = [(start, len(text) if (end := text.find("\n", start)) < 0 else end)
@@ -322,7 +322,7 @@ class ClearText(Redactor):
     def event_name(self, name: str) -> str:
         return name
 
-    def unread(self, text: str, lines: str | None = None) -> str:
+    def unread(self, text: str, known: str | None = None) -> str:
         return text
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
