@@ -306,10 +306,11 @@ def main() -> None:
           f"same text {ours:.0f} MB/s ({ours / theirs:.0f}x)")  # fmt: skip
     print(f"this machine runs {capacity:.2f} processes' worth of Python at once "
           f"({os.cpu_count()} CPUs): a second process buys the recorder at most that")  # fmt: skip
-    first, last = samples[0], samples[-1]
-    print(f"soak: {args.soak:,} small turns with a call each; recorder RSS after each quarter: "
-          + ", ".join(f"{s:.1f}" for s in samples) + f" MB; last vs first {last - first:+.1f} MB "
-          + ("(flat)" if last - first <= 16 else "(GROWS)"))  # fmt: skip
+    if samples:  # --soak 0: none
+        first, last = samples[0], samples[-1]
+        print(f"soak: {args.soak:,} small turns with a call each; recorder RSS after each quarter: "
+              + ", ".join(f"{s:.1f}" for s in samples) + f" MB; last vs first {last - first:+.1f} "
+              + "MB " + ("(flat)" if last - first <= 16 else "(GROWS)"))  # fmt: skip
 
 
 if __name__ == "__main__":
