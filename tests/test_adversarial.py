@@ -897,6 +897,19 @@ def stored_bytes(db: Path) -> bytes:
     return b"".join(event_bytes(dict(row)) for row in rows)
 
 
+def imported_as_it_came(tmp_path: Path, body: bytes) -> Path:
+    """`body` imported as a raw `.sse`: its raw events are its bytes, before and after a
+    `reprocess`; the capture."""
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(body)
+    db = tmp_path / "imported.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    assert stored_bytes(db) == body
+    assert convtap("reprocess", "--db", str(db)).returncode == 0
+    assert stored_bytes(db) == body
+    return db
+
+
 def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path: Path) -> None:
     """Recorded live through mitmdump and imported from a raw `.sse`: the raw events read back
     from the database are the bytes sent; `reprocess` keeps them; `export` gives them back."""
@@ -911,13 +924,7 @@ def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path
         assert conn.getresponse().read() == NOT_UTF8
         proxy.stop()
     assert stored_bytes(proxy.db) == NOT_UTF8
-    raw = tmp_path / "turn.sse"
-    raw.write_bytes(NOT_UTF8)
-    imported = tmp_path / "imported.db"
-    assert convtap("import", str(raw), "--db", str(imported)).returncode == 0
-    assert stored_bytes(imported) == NOT_UTF8
-    assert convtap("reprocess", "--db", str(imported)).returncode == 0
-    assert stored_bytes(imported) == NOT_UTF8
+    imported = imported_as_it_came(tmp_path, NOT_UTF8)
     har = tmp_path / "out.har"
     assert convtap("export", "--db", str(imported), "--output", str(har)).returncode == 0
     content = json.loads(har.read_text())["log"]["entries"][0]["response"]["content"]
@@ -961,13 +968,7 @@ def test_a_crlf_stream_is_stored_with_the_line_ends_it_came_with(tmp_path: Path)
         ]
         == b"\r\n"
     )
-    raw = tmp_path / "crlf.sse"
-    raw.write_bytes(body)
-    db = tmp_path / "crlf.db"
-    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
-    assert stored_bytes(db) == body
-    assert convtap("reprocess", "--db", str(db)).returncode == 0
-    assert stored_bytes(db) == body
+    imported_as_it_came(tmp_path, body)
 
 
 # -- no secret in clear, of any kind, in the database, the report or an export ---------------------

@@ -105,17 +105,26 @@ def test_raw_deflate_is_recognised() -> None:
     assert b"".join(inflate(data[i : i + 3]) for i in range(0, len(data), 3)) == BODY
 
 
+def half_streamed(
+    addon: ConvtapAddon, tctx: taddons.context, db: Path
+) -> tuple[http.HTTPFlow, Any]:
+    """A conversation flow whose tap has forwarded the first half of BODY: (the flow, its tap)."""
+    tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
+    flow = conversation_flow(user_turn())
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response is not None
+    tap = flow.response.stream
+    half = len(BODY) // 2
+    assert tap(BODY[:half]) == BODY[:half]  # type: ignore[operator]
+    return flow, tap
+
+
 def test_empty_chunks_mid_stream_and_a_client_abort(tmp_path: Path) -> None:
     addon = ConvtapAddon()
     db = tmp_path / "t.db"
     with taddons.context(addon) as tctx:
-        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
-        flow = conversation_flow(user_turn())
-        addon.request(flow)
-        addon.responseheaders(flow)
-        tap = flow.response.stream  # type: ignore[union-attr]
-        half = len(BODY) // 2
-        assert tap(BODY[:half]) == BODY[:half]  # type: ignore[operator]
+        flow, tap = half_streamed(addon, tctx, db)
         assert tap(b"") == b""  # HTTP/2 sends empty DATA frames mid-stream  # type: ignore[operator]
         flow.error = tflow.terr("Client disconnected.")
         addon.error(flow)
@@ -187,12 +196,7 @@ def test_once_stopping_nothing_of_ours_goes_to_a_client_unrecorded(tmp_path: Pat
     db = tmp_path / "t.db"
     half = len(BODY) // 2
     with taddons.context(addon) as tctx:
-        tctx.configure(addon, convtap_db=str(db), convtap_echo="off")
-        flow = conversation_flow(user_turn())
-        addon.request(flow)
-        addon.responseheaders(flow)
-        tap = flow.response.stream  # type: ignore[union-attr]
-        assert tap(BODY[:half]) == BODY[:half]  # type: ignore[operator]
+        _, tap = half_streamed(addon, tctx, db)
         addon.done()
         assert tap(BODY[half:]) == []  # no chunk at all: an empty one ends a chunked body
         late = conversation_flow(user_turn())
