@@ -301,7 +301,8 @@ def main() -> None:
         f"the {CPU_TARGET:.0f} ms target)"
     )
     print(size_line("database of it", going_size * 1e6, going_stored, going_parts))
-    print(size_line("database of captures/examples, imported", *examples))
+    fixtures = "database of captures/examples (small fixtures: rows outweigh traffic), imported"
+    print(size_line(fixtures, *examples))
     print(f"secret scanning: detect-secrets' scanner {theirs:.2f} MB/s; convtap's check of the "
           f"same text {ours:.0f} MB/s ({ours / theirs:.0f}x)")  # fmt: skip
     print(f"this machine runs {capacity:.2f} processes' worth of Python at once "
