@@ -1053,3 +1053,34 @@ def test_no_kind_of_secret_is_in_the_database_the_report_or_an_export(
     parts = (secret, secret[-12:])  # the end too: a Stripe key lost only its first 24
     leaks = [where for where, data in outputs_of_uncaught.items() if any(p in data for p in parts)]
     assert leaks == []
+
+
+def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    """A raw event row whose zlib bytes were damaged (by hand, by a disk): every command that
+    reads raw events says so in one line and exits 2 (it was a zlib traceback); `reprocess`
+    leaves the previous result, and nothing is written beside."""
+    db = tmp_path / "damaged.db"
+    ran = convtap(
+        "import", str(ROOT / "captures/examples/sse/alefita_way_call.sse"), "--db", str(db)
+    )
+    assert ran.returncode == 0, ran.stderr
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        (compressed,) = conn.execute("SELECT count(*) FROM events WHERE data IS NULL").fetchone()
+        assert compressed > 0
+        conn.execute("UPDATE events SET raw = x'789c0102' WHERE rowid = (SELECT min(rowid) "
+                     "FROM events WHERE data IS NULL)")  # fmt: skip
+        calls = conn.execute("SELECT * FROM tool_calls").fetchall()
+    before = fingerprint(db)
+    for args in (
+        ["export", "--db", str(db), "--output", str(tmp_path / "out.har")],
+        ["export", "--db", str(db), "--shape-only", "--output", str(tmp_path / "shape.har")],
+        ["diff", str(db), str(db)],
+        ["shapes", str(db), "--output", str(tmp_path / "shapes.json")],
+        ["reprocess", "--db", str(db)],
+    ):
+        one_line_error(convtap(*args))
+        assert "damaged" in convtap(*args).stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]
+    assert fingerprint(db) == before
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT * FROM tool_calls").fetchall() == calls

@@ -19,6 +19,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+from convtap.store.errors import DamagedRow
+
 # zlib's fastest level: 0.14 of the benchmark's stream at 3.4 ms per MB; level 6 keeps 0.11 at
 # 9.9 ms (docs/benchmarks.md).
 LEVEL = 1
@@ -48,7 +50,7 @@ def event_bytes(row: Mapping[str, Any]) -> bytes:
     """A raw event row's bytes, exactly as they came."""
     data, raw = row["data"], row.get("raw")
     if data is None:
-        return zlib.decompress(row["raw"])
+        return _unpacked(row)
     return raw if isinstance(raw, bytes) else str(data).encode()
 
 
@@ -56,7 +58,7 @@ def event_text(row: Mapping[str, Any]) -> str:
     """A raw event row's text: its bytes as UTF-8, any that are not read as U+FFFD."""
     data = row["data"]
     if data is None:
-        return zlib.decompress(row["raw"]).decode("utf-8", "replace")
+        return _unpacked(row).decode("utf-8", "replace")
     return str(data)
 
 
@@ -64,11 +66,21 @@ def event_is_utf8(row: Mapping[str, Any]) -> bool:
     """Whether a raw event row's bytes are all UTF-8 (its text is then its bytes exactly)."""
     if row["data"] is None:
         try:
-            zlib.decompress(row["raw"]).decode()
+            _unpacked(row).decode()
         except UnicodeDecodeError:
             return False
         return True
     return row.get("raw") is None
+
+
+def _unpacked(row: Mapping[str, Any]) -> bytes:
+    """A compressed row's bytes; DamagedRow when they cannot be (a capture changed by hand, a
+    damaged disk): one line, never a traceback."""
+    try:
+        return zlib.decompress(row["raw"])
+    except (zlib.error, TypeError) as exc:
+        where = f" of flow {row['flow_id']}" if row.get("flow_id") else ""
+        raise DamagedRow(f"a raw event row{where} is damaged and cannot be read: {exc}") from None
 
 
 def message_without_text(message: Mapping[str, Any]) -> dict[str, Any] | None:

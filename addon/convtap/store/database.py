@@ -41,6 +41,7 @@ from convtap.store.compact import (
     message_with_text,
 )
 from convtap.store.compact import event_bytes as event_bytes  # the readers' accessors
+from convtap.store.errors import StoreError as StoreError
 from convtap.store.compact import event_is_utf8 as event_is_utf8
 from convtap.store.compact import event_text as event_text
 from convtap.store.rows import UNSET, EventRow, FindingRow, MessageRow, Row
@@ -57,10 +58,6 @@ from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_or_none
 from convtap.wire.session import Endpoint
 
 DEFAULT_DB = Path("captures") / "capture.db"
-
-
-class StoreError(Exception):
-    """The database cannot be opened or is not a convtap capture."""
 
 
 class StoreFull(StoreError):

@@ -1,0 +1,12 @@
+"""What the store says when it cannot go on: the standard library only (the Datasette plugin's
+reads raise them too)."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """The database cannot be opened or is not a convtap capture."""
+
+
+class DamagedRow(StoreError):
+    """A row of the capture cannot be read back (its compressed bytes are damaged)."""
