@@ -175,6 +175,13 @@ def test_a_message_row_is_stored_without_its_text_and_read_whole(tmp_path: Path)
     db.conn.close()
 
 
+def test_sql_reads_a_message_row_changed_by_hand_as_it_is() -> None:
+    """A row whose JSON is no JSON any more: SQL's `convtap_message` gives it as it is, so that
+    one bad row does not fail a whole query (it raised ValueError)."""
+    assert message_json_text("{not json", "text", 1) == "{not json"
+    assert json.loads(message_json_text("[1, 2]", "text", 1) or "") == [1, 2]
+
+
 def test_a_recorded_message_keeps_its_text_once(tmp_path: Path) -> None:
     """Recorded from a stream: the row's JSON holds no text, and reads back as decoded."""
     from tests.redact.test_canary import record_stream

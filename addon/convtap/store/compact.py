@@ -123,7 +123,11 @@ def message_json_text(json_text: str | None, text: str | None, without_text: Any
     `json_without_text` columns; what SQL's `convtap_message` returns."""
     if not without_text or json_text is None:
         return json_text
-    whole = message_with_text(json.loads(json_text), text)
+    try:
+        value = json.loads(json_text)
+    except (ValueError, RecursionError):  # not JSON (a row changed by hand): as it is
+        return json_text
+    whole = message_with_text(value, text)
     return json.dumps(whole, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
