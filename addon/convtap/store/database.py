@@ -41,9 +41,9 @@ from convtap.store.compact import (
     message_with_text,
 )
 from convtap.store.compact import event_bytes as event_bytes  # the readers' accessors
-from convtap.store.errors import StoreError as StoreError
 from convtap.store.compact import event_is_utf8 as event_is_utf8
 from convtap.store.compact import event_text as event_text
+from convtap.store.errors import StoreError as StoreError
 from convtap.store.rows import UNSET, EventRow, FindingRow, MessageRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
