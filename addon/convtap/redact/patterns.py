@@ -237,7 +237,7 @@ _UNLIKE = ["\\u", "\\/", "\u0130", "\u212a"]
 _MARKER_END = b'_token"'
 _MARKERS = [h.replace("-", "_").encode() for h in _HARMLESS]
 _BLANKS = [(m, b'"' + b" " * (len(m) - 2) + b'"') for m in _MARKERS]
-_FEW_MARKERS = 16  # blanked where they are found; past that many, by replace
+_FEW_MARKERS = 4  # blanked where they are found; past that many, by replace
 # One pass of one automaton (Rust, on UTF-8 bytes: several times faster than on text) finds
 # them all; a match's index says what it is. Once one kind of hint is found, an automaton
 # without it looks for the other: text full of "token" is not matched word by word. (Past
@@ -296,10 +296,10 @@ def may_hold_secret(text: str) -> bool:
     """Whether a secret may be in this JSON text, for a walk of its value (`Redactor.json`):
     a hint, an exact key's word anywhere (`"auth "` and an exact key in a JSON string inside
     a string are keys too, which the hints do not see), or an escape (checked by the walk)."""
-    data = text.encode("utf-8", "surrogatepass")  # (searched faster than text past U+FFFF)
-    if b"\\u" in data or _EXACT_KEY_SEARCH.find_matches_as_indexes(data.lower()):
+    folded = _folded(text)  # (no exact key holds `-` or `_`, or is inside a harmless marker)
+    if b"\\u" in folded or _EXACT_KEY_SEARCH.find_matches_as_indexes(folded):
         return True  # ("auth" is in every message's "author": the hints need not be searched)
-    return any(hints(text))
+    return any(_found(text, want_keys=True, folded=folded))
 
 
 def value_hints(text: str) -> bool:
@@ -307,14 +307,21 @@ def value_hints(text: str) -> bool:
     return _found(text, want_keys=False)[1]
 
 
-def _found(text: str, *, want_keys: bool, exact: bool = False) -> tuple[bool, bool]:
+def _folded(text: str) -> bytes:
+    """Text as the hints are searched for in it: UTF-8, lowercased, `-` as `_`, the harmless
+    markers blanked out."""
+    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    return _blank_markers(folded) if _MARKER_END in folded else folded
+
+
+def _found(
+    text: str, *, want_keys: bool, exact: bool = False, folded: bytes | None = None
+) -> tuple[bool, bool]:
     """(keys, values): the hints in the text, folded as keys are (JSON-unescaped, lowercased,
     `-` as `_`), none counted inside a harmless marker (blanked out). Searched a window at a
     time (they overlap by a hint's length), so that text full of hints holds few matches at
-    once, and only until the answer is known."""
-    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
-    if _MARKER_END in folded:
-        folded = _blank_markers(folded)
+    once, and only until the answer is known. `folded`: the text `_folded` already."""
+    folded = _folded(text) if folded is None else folded
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         if values and (keys or not want_keys):
