@@ -95,6 +95,25 @@ def test_a_burst_at_full_speed_loses_nothing(tmp_path: Path) -> None:
     assert_holds_what_the_client_got(db, received)
 
 
+def test_ctrl_c_mid_burst_leaves_everything_the_client_got(tmp_path: Path) -> None:
+    """Ctrl-C while turns stream: the proxy waits for its recorder, closes its journal and
+    stops; every event that reached the client by then is recorded, once (what streams after
+    the journal closed is withheld: `tests/proxy/test_addon.py`)."""
+    bodies = burst_bodies(40)
+    db = tmp_path / "interrupted.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as rec:
+        sender = threading.Thread(target=send_burst, args=(rec.port, len(bodies), received))
+        sender.start()
+        assert wait_for(lambda: len(received) >= 5, 60)
+        rec.proc.send_signal(signal.SIGINT)
+        out = rec.wait(300)
+        sender.join(60)
+    assert rec.proc.returncode == 0, out[-2000:]
+    assert not journal_dir(db).exists()
+    assert_holds_what_the_client_got(db, received)
+
+
 @pytest.mark.parametrize("again", ["record", "record --catch-up"])
 def test_the_recorder_killed_mid_burst_loses_nothing_after_a_restart(
     tmp_path: Path, again: str
