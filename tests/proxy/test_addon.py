@@ -197,6 +197,7 @@ def test_once_stopping_nothing_of_ours_goes_to_a_client_unrecorded(tmp_path: Pat
     half = len(BODY) // 2
     with taddons.context(addon) as tctx:
         _, tap = half_streamed(addon, tctx, db)
+        tctx.master.should_exit.set()  # mitmproxy shutting down (Ctrl-C, its recorder dead)
         addon.done()
         assert tap(BODY[half:]) == []  # no chunk at all: an empty one ends a chunked body
         late = conversation_flow(user_turn())
@@ -208,3 +209,18 @@ def test_once_stopping_nothing_of_ours_goes_to_a_client_unrecorded(tmp_path: Pat
     # what went to the client before, all of it, and nothing after
     assert query(db, "SELECT sum(count) FROM events") == [(complete_events(BODY[:half]),)]
     assert query(db, "SELECT count(*) FROM flows") == [(1,)]
+
+
+def test_a_script_reload_never_cuts_a_stream(tmp_path: Path) -> None:
+    """`done` also comes when mitmproxy reloads the script (the proxy goes on): streams under
+    way go on to their clients, and a new request passes."""
+    addon = ConvtapAddon()
+    db = tmp_path / "t.db"
+    half = len(BODY) // 2
+    with taddons.context(addon) as tctx:
+        _, tap = half_streamed(addon, tctx, db)
+        addon.done()
+        assert tap(BODY[half:]) == BODY[half:]
+        late = conversation_flow(user_turn())
+        addon.request(late)
+        assert late.response is not None and late.response.status_code == 200  # as it was

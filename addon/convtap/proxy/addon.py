@@ -60,8 +60,8 @@ class ConvtapAddon:
         self.tapped: set[str] = set()
         self.ws_trim = False
         self.started = False  # mitmproxy is running (its startup is over)
-        # mitmproxy is stopping and the journal is closed: nothing more of ours is forwarded,
-        # since nothing would record it (its connections live on for a moment after `done`)
+        # mitmproxy is shutting down and the journal is closed: nothing more of ours is
+        # forwarded, since nothing would record it (connections live on a moment after `done`)
         self.stopping = False
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -143,7 +143,8 @@ class ConvtapAddon:
 
     def done(self) -> None:
         contentview.unregister()
-        self.stopping = True
+        # The whole proxy stopping (not this script reloaded: its streams go on, unrecorded)
+        self.stopping = _exiting()
         self.close()
 
     def close(self) -> None:
@@ -254,6 +255,12 @@ def _viewing(options: Any) -> bool:
     """Flows read from a file (`-r` / `-nr`) with no `convtap_db` named: someone looking at
     saved flows, whom the content view serves; recording them is asked for by naming one."""
     return bool(getattr(options, "rfile", None)) and not options.has_changed("convtap_db")
+
+
+def _exiting() -> bool:
+    """mitmproxy is shutting down (`Master.shutdown` was called)."""
+    exit_event = getattr(getattr(ctx, "master", None), "should_exit", None)
+    return isinstance(exit_event, asyncio.Event) and exit_event.is_set()
 
 
 def _nowhere(data: bytes, at: float) -> None:
