@@ -761,3 +761,30 @@ def test_the_rest_of_a_secret_in_responses_websocket_frames_is_redacted(
     secret = LONG_SECRETS[kind][1]
     assert sorted(run for run in runs_of(secret) if any(run in t for t in texts)) == []
     assert texts[-1].startswith("my key is <redacted:") and texts[-1].endswith(" and that is all")
+
+
+def test_an_event_repeated_across_turns_is_redacted_every_time(tmp_path: Path) -> None:
+    """Data found clean is remembered, so that echoes are not searched again: an event that
+    holds a secret never is, and is redacted in every turn that repeats it."""
+    secret = "sk-proj-" + "CANARYecho" * 6
+    message = {"id": "m-echo", "author": {"role": "user"}, "status": "finished_successfully",
+               "content": {"content_type": "text", "parts": ["words " * 300]},
+               "metadata": {"api_key": secret}, "recipient": "all"}  # fmt: skip
+    echo = delta({"p": "", "o": "add", "v": {"message": message, "conversation_id": "c1"}})
+    clean = delta({"p": "", "o": "add", "v": {"message": {**message, "id": "m-clean",
+                   "metadata": {}}, "conversation_id": "c1"}})  # fmt: skip
+    body = ('event: delta_encoding\ndata: "v1"\n\n' + clean + echo + "data: [DONE]\n\n").encode()
+    for turn in range(3):
+        db = tmp_path / f"turn{turn}.db"
+        record_stream(db, "/backend-api/f/conversation", b"{}", body, 1 << 20)
+        assert b"CANARYecho" not in capture_bytes(db)
+
+
+def test_two_events_never_make_a_key_between_them(tmp_path: Path) -> None:
+    """The events' data is searched a line each: an event that ends in `"cot` before one that
+    starts `_token"` made a harmless marker between them, and the second's key went unseen (its
+    value stored in clear)."""
+    body = ('data: x "cot\n\ndata: _token": "CANARYsplit"\n\n' + "data: [DONE]\n\n").encode()
+    db = tmp_path / "split.db"
+    record_stream(db, "/backend-api/f/conversation", b"{}", body, 1 << 20)
+    assert b"CANARYsplit" not in capture_bytes(db)

@@ -45,6 +45,9 @@ NEAR = 64  # characters after the end of a secret found that may still belong to
 MAX_HELD = 64  # chunks held back per stream, at most
 MAX_HELD_TEXT = 1 << 20  # characters of them, at most (beyond, the oldest go out)
 
+CLEAN_FROM = 1024  # characters: an event's data this long, once found clean, is remembered
+CLEAN_BUDGET = 1 << 22  # characters of such data remembered, at most (the oldest go first)
+
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
 KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
 ANY_ITEM = object()  # a string whose item is not known: the next `*.delta` continues it
@@ -149,6 +152,35 @@ class _Run:
         return spans[-1][1] > len(whole) - NEAR
 
 
+class _CleanTexts:
+    """Events' data already searched and found to hold no hint of a secret, remembered (up to
+    CLEAN_BUDGET characters, the oldest forgotten first) so that what streams repeat is not
+    searched again: every turn of a conversation echoes its earlier messages. A text of
+    `hints` either way (the search is a function of the text alone)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, None] = {}
+        self._size = 0
+
+    def __contains__(self, text: str) -> bool:
+        return len(text) >= CLEAN_FROM and text in self._texts
+
+    def add(self, texts: list[str]) -> None:
+        """Texts searched together (a line each) and found clean: the JSON objects among them."""
+        for text in texts:
+            whole = text[:1] == "{" and text[-1:] == "}"
+            if whole and len(text) >= CLEAN_FROM and text not in self._texts:
+                self._texts[text] = None
+                self._size += len(text)
+        while self._size > CLEAN_BUDGET:
+            oldest = next(iter(self._texts))
+            del self._texts[oldest]
+            self._size -= len(oldest)
+
+
+_SEEN_CLEAN = _CleanTexts()
+
+
 @dataclass
 class StreamRedaction:
     """One stream's redaction (a turn's legs, or a Responses stream) and its held chunks."""
@@ -191,9 +223,13 @@ class StreamRedaction:
         else:
             pieces = "".join(appended.pieces)
             # each path as the JSON string it came in: its last segment is a key there
-            rest = "".join(appended.others) + "".join(f'"{path}"' for path in appended.paths)
+            others = [data for data in appended.others if data not in _SEEN_CLEAN]
+            # one event's data to a line: no marker or hint is made across two of them
+            rest = "\n".join(others) + "".join(f'\n"{path}"' for path in appended.paths)
         window = self.tail + pieces
         keys, values = hints(rest)
+        if appended is not None and not keys and not values:
+            _SEEN_CLEAN.add(others)
         # The appended text may be JSON text (a call's arguments): a secret key named there
         # counts, once its look is confirmed (prose says "token" often).
         appended_keys, appended_values = hints(window)
