@@ -1084,3 +1084,25 @@ def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path
     assert fingerprint(db) == before
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT * FROM tool_calls").fetchall() == calls
+
+
+def test_shapes_never_writes_over_a_source_it_reads(tmp_path: Path) -> None:
+    """`convtap shapes c.db --output c.db` replaced the capture by its shapes (exit 0)."""
+    db = tmp_path / "c.db"
+    ran = convtap(
+        "import", str(ROOT / "captures/examples/sse/alefita_way_call.sse"), "--db", str(db)
+    )
+    assert ran.returncode == 0, ran.stderr
+    before = fingerprint(db)
+    one_line_error(convtap("shapes", str(db), "--output", str(db)))
+    assert fingerprint(db) == before
+
+
+def test_a_raw_stream_whose_sidecar_is_a_folder_is_one_line(tmp_path: Path) -> None:
+    """`X.request.json` a folder: the import said IsADirectoryError in a traceback."""
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes((ROOT / "captures/examples/sse/alefita_way_call.sse").read_bytes())
+    (tmp_path / "turn.request.json").mkdir()
+    ran = convtap("import", str(raw), "--db", str(tmp_path / "t.db"))
+    assert "Traceback" not in ran.stderr and "turn.request.json" in ran.stderr, ran.stderr
+    assert ran.returncode != 0

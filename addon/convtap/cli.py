@@ -331,7 +331,10 @@ def record(
     finally:
         if page is not None:
             page.terminate()
-            page.wait(30)
+            try:
+                page.wait(30)
+            except subprocess.TimeoutExpired:
+                page.kill()
     if output.dropped:
         click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"
                    " reader was too slow", err=True)  # fmt: skip
@@ -339,6 +342,14 @@ def record(
     if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
         click.echo(f"convtap: {addon.failed}", err=True)
         sys.exit(1)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file by device and inode (a link too); False when either is not there."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def start_live_page(db: Path, port: int, *, new: bool) -> subprocess.Popen[str]:
@@ -802,6 +813,8 @@ def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) 
     if target is None:
         write_shapes(merged, sys.stdout)
         return
+    if update is None and any(_same_file(target, source) for source in sources):
+        fail(f"--output {target}: that is one of the sources it reads (use --update)")
     try:
         write_output(target, lambda handle: write_shapes(merged, handle))
     except OSError as exc:

@@ -182,6 +182,18 @@ def test_sql_reads_a_message_row_changed_by_hand_as_it_is() -> None:
     assert json.loads(message_json_text("[1, 2]", "text", 1) or "") == [1, 2]
 
 
+def test_sql_reads_a_message_holding_an_escaped_lone_surrogate() -> None:
+    """JSON may escape a lone surrogate, UTF-8 cannot carry one: it stays an escape (SQLite
+    refused the text and the whole query failed)."""
+    row = '{"content": {"parts": [""]}, "x": "\\ud800"}'
+    whole = message_json_text(row, "hi", 1)
+    assert whole is not None and "\\ud800" in whole
+    conn = sqlite3.connect(":memory:")
+    add_sql_functions(conn)
+    (got,) = conn.execute("SELECT convtap_message(?, 'hi', 1)", (row,)).fetchone()
+    assert json.loads(got) == {"content": {"parts": ["hi"]}, "x": "\ud800"}
+
+
 def test_a_recorded_message_keeps_its_text_once(tmp_path: Path) -> None:
     """Recorded from a stream: the row's JSON holds no text, and reads back as decoded."""
     from tests.redact.test_canary import record_stream

@@ -135,7 +135,7 @@ class KindShape:
     def add_value(self, path: str, value: Any, leaf: bool) -> None:
         """One value at a path of its own (a delta op's pointer), counted as an object's key."""
         shape = self.paths.setdefault(path, PathShape(""))
-        shape.add(value, not leaf)
+        shape.add(value, not leaf and not _FREE.search(path.replace("/", ".")))
 
     def holders(self, parent: str, path: str) -> int:
         """How many values at `parent` could hold `path`: objects for a key, arrays for an

@@ -66,6 +66,9 @@ def import_into(
                 results.append(FileImport(path, exc.imported, exc.skipped, error=str(exc)))
             except (CaptureError, StoreError) as exc:
                 results.append(FileImport(path, error=str(exc)))
+            except OSError as exc:  # a sidecar or a leg that is a folder, or unreadable
+                why = f"cannot read {exc.filename or path}: {exc.strerror or exc}"
+                results.append(FileImport(path, error=why))
             else:
                 results.append(FileImport(path, imported, skipped))
     finally:

@@ -181,7 +181,10 @@ def serve(db: Path, port: int, ready: Callable[[str], None]) -> None:
 
 async def _serve(db: Path, port: int, ready: Callable[[str], None]) -> None:
     token = secrets.token_urlsafe(24)
-    live = Live(db, token)
+    try:
+        live = Live(db, token)
+    except sqlite3.DatabaseError as exc:  # a damaged page, a damaged compressed row
+        raise StoreError(f"{db} cannot be read: {exc}") from exc
     try:
         sockets = bind_sockets(port, HOST)
     except OSError as exc:

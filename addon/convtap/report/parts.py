@@ -40,9 +40,11 @@ class LiveCapture:
         self.capture = self._open()
 
     def _open(self) -> sqlite_utils.Database:
-        self._immutable = not self._wal.exists()  # as open_readonly decides
+        """The capture opened again; what is known of it changes only once that worked (a
+        failed reopen leaves the last connection, and is tried again at the next look)."""
+        immutable = not self._wal.exists()  # as open_readonly decides
         capture = open_readonly(self.db)
-        self._file = self._file_state()
+        self._immutable, self._file = immutable, self._file_state()
         self._version = queries.data_version(capture)
         return capture
 
@@ -54,8 +56,9 @@ class LiveCapture:
         """Whether something was committed since the last call (or a recording began)."""
         if self._immutable and (self._wal.exists() or self._file_state() != self._file):
             # A writer came (and may be gone already): read the capture as it is now.
+            capture = self._open()
             self.capture.conn.close()
-            self.capture = self._open()
+            self.capture = capture
             return True
         version = queries.data_version(self.capture)
         if version == self._version:

@@ -14,6 +14,7 @@ The standard library only: Datasette's plugin imports this module to give SQL th
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import zlib
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from convtap.store.errors import DamagedRow
 # zlib's fastest level: 0.14 of the benchmark's stream at 3.4 ms per MB; level 6 keeps 0.11 at
 # 9.9 ms (docs/benchmarks.md).
 LEVEL = 1
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 SMALLEST = 256  # bytes: a row shorter is stored as it is (zlib's header and tables cost more)
 
 
@@ -128,7 +130,9 @@ def message_json_text(json_text: str | None, text: str | None, without_text: Any
     except (ValueError, RecursionError):  # not JSON (a row changed by hand): as it is
         return json_text
     whole = message_with_text(value, text)
-    return json.dumps(whole, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    dumped = json.dumps(whole, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    # a lone surrogate (JSON may escape one; UTF-8 cannot carry it) stays an escape
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", dumped)
 
 
 def _sql_event(data: str | None, raw: bytes | None) -> str | None:

@@ -263,8 +263,9 @@ FROM flows WHERE id = ?"""
 
 
 def request_count(capture: sqlite_utils.Database) -> int:
-    """How many requests `request_times` yields."""
-    return int(capture.execute(f"SELECT count(*) FROM ({_request_times(capture)})").fetchone()[0])
+    """How many requests `request_times` yields (its two tables' rows, without reading them)."""
+    sql = "SELECT (SELECT count(*) FROM turns) + (SELECT count(*) FROM flows WHERE kind = ?)"
+    return int(capture.execute(sql, ("responses",)).fetchone()[0])
 
 
 def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
