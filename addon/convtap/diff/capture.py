@@ -115,13 +115,9 @@ class _FlowState:
             ]
         for path, op, v in ops:
             kind = f"delta:{op}"
-            if not self.counted:
-                self.shapes.contexts[self.family] += 1
-                self.counted = True
-            shape = self.shapes.kind(kind, self.family)
-            shape.add(kind, {}, self.flow)
+            self.add(kind, {})
             pattern = pointer_pattern(path)
-            shape.add_value(pattern, v, is_user_data(kind, pattern))
+            self.shapes.kinds[kind].add_value(pattern, v, is_user_data(kind, pattern))
 
     def _ws_item(self, item: dict[str, Any]) -> None:
         payload = item.get("payload")

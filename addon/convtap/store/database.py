@@ -117,7 +117,7 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
         db = sqlite_utils.Database(conn)
         with _write_lock(conn):
             version = _version(db)
-            if (version == 0 and db.table_names()) or (version and not _is_a_capture(db)):
+            if (version == 0 and db.table_names()) or (version and not is_capture(db.conn)):
                 raise StoreError(f"{path} is not a convtap capture")
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -185,7 +185,7 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
         version = _version(db)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    if version == 0 or not _is_a_capture(db):
+    if version == 0 or not is_capture(db.conn):
         conn.close()
         raise StoreError(f"{path} is not a convtap capture")
     if version > SCHEMA_VERSION:
@@ -268,12 +268,6 @@ def remove_if_empty(path: Path) -> bool:
 
 def _application_id(db: sqlite_utils.Database) -> int:
     return int(db.execute("PRAGMA application_id").fetchone()[0])
-
-
-def _is_a_capture(db: sqlite_utils.Database) -> bool:
-    """convtap's own database (`canned.is_capture`). Another application's file with a `meta`
-    table and a `schema_version` in it is not."""
-    return is_capture(db.conn)
 
 
 def _version(db: sqlite_utils.Database) -> int:

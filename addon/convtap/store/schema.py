@@ -347,10 +347,7 @@ def _event_compressed(values: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | 
     if data is None:
         return None
     exact = raw if isinstance(raw, bytes) else str(data).encode("utf-8", "surrogateescape")
-    try:
-        new_data, new_raw = event_columns(exact.decode("utf-8", "surrogateescape"))
-    except UnicodeEncodeError:
-        return None
+    new_data, new_raw = event_columns(exact.decode("utf-8", "surrogateescape"))
     if new_data is not None:
         return None  # as it is
     return "data = NULL, raw = ?", (new_raw,)
