@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from convtap.store.database import DEFAULT_DB
+from convtap.store import DEFAULT_DB
 from convtap.wire.jsonvalue import allow_deep_json
 
 MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
@@ -145,7 +145,7 @@ def decode(
     """
     from convtap.ingest.decoding import DecodeInputError
     from convtap.ingest.decoding import decode as decode_files
-    from convtap.record.local import RedactionKeyError
+    from convtap.redact.redactor import UnusableKey
 
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
@@ -154,7 +154,7 @@ def decode(
     try:
         decode_files(list(files), sys.stdout, fmt=fmt, protocol=protocol, ws_path=ws_path,
                      redact=not no_redact)  # fmt: skip
-    except (DecodeInputError, RedactionKeyError) as exc:
+    except (DecodeInputError, UnusableKey) as exc:
         fail(str(exc))
 
 

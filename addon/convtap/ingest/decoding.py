@@ -22,8 +22,8 @@ from typing import IO, Any, BinaryIO, TextIO
 import orjson
 
 from convtap.ingest.responses_text import frame_line, item_line
-from convtap.record.local import redactor as redaction
 from convtap.redact.redactor import Redactor
+from convtap.redact.redactor import chosen as redaction
 from convtap.wire.events import ControlEvent, DecodeError, DecoderEvent, OtherEvent
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses

@@ -34,7 +34,8 @@ from convtap.proxy import contentview
 from convtap.proxy.tap import Tap
 from convtap.record.flows import headers_of, request_seen, response_events
 from convtap.record.local import LocalRecorder
-from convtap.store.database import DEFAULT_DB, StoreError, check_database
+from convtap.store import DEFAULT_DB
+from convtap.store.database import StoreError, check_database
 from convtap.wire.session import SOCKETS, STREAMED, endpoint_kind
 
 log = logging.getLogger("convtap")

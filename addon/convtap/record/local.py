@@ -8,8 +8,7 @@ from collections.abc import Callable
 
 from convtap.journal.events import BodyChunk, RecorderEvent
 from convtap.record.recorder import Recorder
-from convtap.redact.keyfile import key_file
-from convtap.redact.redactor import ClearText, Redactor
+from convtap.redact.redactor import Redactor, UnusableKey, chosen
 from convtap.store.database import StoreError, Writer
 
 
@@ -37,15 +36,11 @@ class RedactionKeyError(StoreError):
 
 
 def redactor(redact: bool = True) -> Redactor:
-    """The redactor a recording uses, its key read now: before any database is made, so that an
-    unusable key (an empty file, a folder, a config folder that cannot be one) leaves nothing."""
-    if not redact:
-        return ClearText()
+    """`redact.redactor.chosen`, its failure a `StoreError` as the recorder's others are."""
     try:
-        return Redactor()
-    except (OSError, UnicodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise RedactionKeyError(f"cannot use the redaction key {key_file()}: {why}") from None
+        return chosen(redact)
+    except UnusableKey as exc:
+        raise RedactionKeyError(str(exc)) from None
 
 
 class LocalRecorder:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from convtap.redact.keyfile import redaction_key
+from convtap.redact.keyfile import key_file, redaction_key
 from convtap.redact.patterns import (
     HEADER_ALLOW_LIST,
     PLACEHOLDER_PREFIX,
@@ -330,6 +330,22 @@ class ClearText(Redactor):
 
     def url(self, url: str) -> str:
         return url
+
+
+class UnusableKey(Exception):
+    """The redaction key cannot be read or made: nothing may be recorded or printed."""
+
+
+def chosen(redact: bool = True) -> Redactor:
+    """The redactor a command uses, its key read now: before anything is made, so that an
+    unusable key (an empty file, a folder, a config folder that cannot be one) leaves nothing."""
+    if not redact:
+        return ClearText()
+    try:
+        return Redactor()
+    except (OSError, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise UnusableKey(f"cannot use the redaction key {key_file()}: {why}") from None
 
 
 def _holds_secret(value: object) -> bool:

@@ -57,8 +57,6 @@ from convtap.store.schema import (
 from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_or_none
 from convtap.wire.session import Endpoint
 
-DEFAULT_DB = Path("captures") / "capture.db"
-
 
 class StoreFull(StoreError):
     """The disk (or the file's size limit) is full: nothing more can be written."""
