@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from convtap.contract.registry import SEVERITIES, registry
@@ -128,3 +129,105 @@ def test_tools_declared_in_an_additional_tools_item_are_checked() -> None:
     found = Auditor().responses.request("f1", {"model": "gpt-5.1", "input": items}, 1.0)
     assert [f.rule for f in found] == ["responses-tools-valid"]
     assert "tool 1 (file_search) of an additional_tools item's tools" in found[0].message
+
+
+# -- what the real Responses API accepts gets no error (the SDK's input item types as oracle) ----
+
+FUNCTION_CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup",
+                 "arguments": "{}", "status": "completed"}  # fmt: skip
+
+
+def audited(*steps: tuple[str, Any]) -> list[tuple[str, str]]:
+    """(rule, severity) of every finding of a session: ("response", (id, [calls])) is a
+    response's output items, ("request", body) a request; the end of the capture included."""
+    from convtap.contract.auditor import Auditor
+    from convtap.wire.responses import client_calls
+
+    auditor = Auditor()
+    found = []
+    for n, (kind, value) in enumerate(steps):
+        if kind == "response":
+            response_id, items = value
+            found += auditor.responses.response(f"r{n}", response_id, client_calls(items), n)
+        else:
+            found += auditor.responses.request(f"q{n}", value, n)
+    found += auditor.finish()
+    return [(f.rule, f.severity) for f in found]
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "plain text",
+        [{"type": "input_text", "text": "21 °C"}],
+        [
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=",
+             "detail": "auto"},
+            {"type": "input_file", "file_id": "file-1"},
+            {"type": "input_file", "filename": "a.txt", "file_data": "data:text/plain;base64,YQ=="},
+        ],
+        [],
+    ],
+)  # fmt: skip
+def test_a_function_call_output_may_be_a_string_or_a_list_of_input_content(output: Any) -> None:
+    answer = {"type": "function_call_output", "call_id": "call_1", "output": output}
+    steps = [("response", ("resp_1", [FUNCTION_CALL])),
+             ("request", {"previous_response_id": "resp_1", "input": [answer]})]  # fmt: skip
+    assert audited(*steps) == []
+
+
+@pytest.mark.parametrize("output", [{"ok": True}, 21, None, ["text"], [{"type": "output_text"}]])
+def test_a_function_call_output_of_another_shape_is_still_an_error(output: Any) -> None:
+    answer = {"type": "function_call_output", "call_id": "call_1", "output": output}
+    steps = [("response", ("resp_1", [FUNCTION_CALL])),
+             ("request", {"previous_response_id": "resp_1", "input": [answer]})]  # fmt: skip
+    assert audited(*steps) == [("responses-output-type", "error")]
+
+
+@pytest.mark.parametrize("conversation", ["conv_1", {"id": "conv_1"}])
+def test_an_output_in_a_conversation_answers_a_call_the_server_holds(conversation: Any) -> None:
+    """With `conversation`, the server keeps the items: the call is not replayed, and the
+    conversation may have begun before the capture."""
+    answer = {"type": "function_call_output", "call_id": "call_1", "output": "x"}
+    elsewhere = {"type": "function_call_output", "call_id": "call_before", "output": "x"}
+    steps = [("response", ("resp_1", [FUNCTION_CALL])),
+             ("request", {"conversation": conversation, "input": [answer, elsewhere]})]  # fmt: skip
+    assert audited(*steps) == []
+    by_item = {"type": "function_call_output", "call_id": "fc_1", "output": "x"}
+    steps[1] = ("request", {"conversation": conversation, "input": [by_item]})
+    assert ("responses-output-call-id", "error") in audited(*steps)  # the item id: still wrong
+
+
+def test_outputs_answer_calls_replayed_beside_a_previous_response_and_by_reference() -> None:
+    mine = {**FUNCTION_CALL, "id": "fc_2", "call_id": "call_2"}
+    answers = [{"type": "function_call_output", "call_id": c, "output": "x"}
+               for c in ("call_2", "call_1")]  # fmt: skip
+    with_previous = {"previous_response_id": "resp_1", "input": [mine, *answers]}
+    assert audited(("response", ("resp_1", [FUNCTION_CALL])), ("request", with_previous)) == []
+    referenced = {"store": True, "input": [{"type": "item_reference", "id": "fc_1"}, answers[1]]}
+    assert audited(("response", ("resp_1", [FUNCTION_CALL])), ("request", referenced)) == []
+    untyped = {"input": [{"id": "fc_1"}, answers[1]]}  # an item_reference's type is optional
+    assert audited(("response", ("resp_1", [FUNCTION_CALL])), ("request", untyped)) == []
+
+
+def test_a_server_tool_search_echoed_as_history_is_no_answer_to_check() -> None:
+    """A stateless client (openai-agents' Runner) sends back the server's own tool_search_call
+    and tool_search_output, both `execution: "server"`."""
+    search = {"type": "tool_search_call", "id": "tsc_1", "call_id": None, "execution": "server",
+              "arguments": {"query": "calendar"}, "status": "completed"}  # fmt: skip
+    found = {"type": "tool_search_output", "id": "tso_1", "call_id": None, "execution": "server",
+             "status": "completed", "tools": []}  # fmt: skip
+    answer = {"type": "function_call_output", "call_id": "call_1", "output": "x"}
+    body = {"input": [{"role": "user", "content": "hi"}, search, found, FUNCTION_CALL, answer]}
+    assert audited(("request", body)) == []
+
+
+def test_a_tool_search_output_without_execution_answers_a_client_search() -> None:
+    """`execution` is optional on the input item (the SDK's type)."""
+    search = {"type": "tool_search_call", "id": "tsc_1", "call_id": "call_S1",
+              "execution": "client", "arguments": {}, "status": "completed"}  # fmt: skip
+    answer = {"type": "tool_search_output", "call_id": "call_S1", "status": "completed",
+              "tools": []}  # fmt: skip
+    steps = [("response", ("resp_1", [search])),
+             ("request", {"previous_response_id": "resp_1", "input": [answer]})]  # fmt: skip
+    assert audited(*steps) == []

@@ -25,6 +25,7 @@ class OutputFacts:
     by_item: dict[str, Any] | None  # the call whose item id (fc_...) it names instead
     candidates: list[str]  # the call_ids it could have answered
     where: Where
+    hidden: bool = False  # the server holds calls the capture may not show (a conversation)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,23 @@ class OpenClientCall:
     where: Where
 
 
+# What a function_call_output's `output` list may hold (the SDK's
+# `ResponseFunctionCallOutputItemListParam`).
+OUTPUT_CONTENT = ("input_text", "input_image", "input_file")
+
+
+def is_server_search(item: dict[str, Any]) -> bool:
+    """A server-executed tool search's item: history a stateless client echoes back."""
+    return item.get("type") in ("tool_search_call", "tool_search_output") and (
+        item.get("execution") == "server"
+    )
+
+
+def is_reference(item: dict[str, Any]) -> bool:
+    """An `item_reference`, whose `type` is optional (the SDK's `ItemReference`)."""
+    return item.get("type") == "item_reference" or ("type" not in item and "role" not in item)
+
+
 def names_a_tool(item: dict[str, Any]) -> bool:
     """An output with no call_id that names a tool instead (Codex CLI 0.171's
     `function_call_output` of `agent.goal_objective`): it answers no call, by design."""
@@ -50,6 +68,8 @@ def names_a_tool(item: dict[str, Any]) -> bool:
 def output_call_id(o: OutputFacts) -> Violation | None:
     if o.call is not None or names_a_tool(o.item):
         return None  # `responses-output-names-tool` says what the second is
+    if is_server_search(o.item):
+        return None  # the server's own output, echoed: `responses-tool-search` judges it
     if o.by_item is not None:
         return Violation(
             f"call_id is the item id of {o.by_item.get('name')}'s call; the call's call_id "
@@ -57,6 +77,8 @@ def output_call_id(o: OutputFacts) -> Violation | None:
             o.by_item.get("call_id"),
             o.item.get("call_id") or MISSING,
         )
+    if o.hidden:
+        return None  # a call the capture may not show
     return Violation(
         "call_id names no call of the response it answers",
         sorted(o.candidates),
@@ -78,10 +100,17 @@ def output_names_tool(o: OutputFacts) -> Violation | None:
 
 @check("responses-output-type", OutputFacts)
 def output_type(o: OutputFacts) -> Violation | None:
-    if o.item.get("type") != "function_call_output" or isinstance(o.item.get("output"), str):
+    output = o.item.get("output", MISSING)
+    if o.item.get("type") != "function_call_output" or isinstance(output, str):
+        return None
+    if isinstance(output, list) and all(
+        isinstance(part, dict) and part.get("type") in OUTPUT_CONTENT for part in output
+    ):
         return None
     return Violation(
-        "function_call_output.output is not a string", "a string", o.item.get("output", MISSING)
+        "function_call_output.output is neither a string nor a list of input content",
+        f"a string, or a list of {', '.join(OUTPUT_CONTENT)} items",
+        output,
     )
 
 
@@ -90,12 +119,15 @@ def tool_search(o: OutputFacts) -> Violation | None:
     if o.item.get("type") != "tool_search_output":
         return None
     call = o.call
+    if is_server_search(o.item) and (call is None or is_server_search(call)):
+        return None  # a server search's output, echoed back as history
     answers_client_search = (
         call is not None
         and call.get("type") == "tool_search_call"
         and call.get("execution") == "client"
     )
-    if answers_client_search and o.item.get("execution") == "client":
+    # `execution` is optional on the input item; without it, the output answers what it answers
+    if answers_client_search and o.item.get("execution", "client") == "client":
         return None
     return Violation(
         "a tool_search_output must answer a client tool_search_call and say execution: client",
@@ -175,16 +207,12 @@ class ResponsesAuditor:
             found += run_checks(ToolsFacts(tools, "the request's tools", where))
         given = body.get("input")  # a string, a list of items, or anything a client sends
         items = [i for i in given if isinstance(i, dict)] if isinstance(given, list) else []
-        if previous is not None:
-            candidates = {
-                r["call_id"]: r for r in self.by_response.get(previous, []) if r.get("call_id")
-            }
-        else:  # stateless: the calls are replayed in the same input
-            candidates = {
-                i["call_id"]: self.calls.get(i["call_id"], {**i, "item_id": i.get("id")})
-                for i in items
-                if i.get("type") in CLIENT_CALLS and i.get("call_id")
-            }
+        candidates = self._candidates(previous, items)
+        # With `conversation`, or a reference to an item the capture does not show as a call,
+        # the server holds calls the capture may not: an output it cannot place is not judged.
+        hidden = body.get("conversation") is not None or any(
+            is_reference(i) and i.get("id") not in self.items for i in items
+        )
         for item in items:
             if item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
                 what = "an additional_tools item's tools"  # tools declared in the input
@@ -195,13 +223,36 @@ class ResponsesAuditor:
             call_id = as_str(item.get("call_id"))
             here = Where(previous, call_id, as_str(item.get("id")), flow_id)
             call = candidates.get(call_id or "")
+            if call is None and hidden:
+                call = self.calls.get(call_id or "")
             by_item = self.items.get(call_id or "") if call is None else None
-            found += run_checks(OutputFacts(item, call, by_item, list(candidates), here))
+            facts = OutputFacts(item, call, by_item, list(candidates), here, hidden)
+            found += run_checks(facts)
             if call is not None:
                 call["answered"] = True
             if item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
                 what = "the tool_search_output's tools"
                 found += run_checks(ToolsFacts(item["tools"], what, here))
+        return found
+
+    def _candidates(
+        self, previous: str | None, items: list[dict[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """The calls a request's outputs may answer, by call_id: those of the response it
+        continues, those replayed in its input, and those its item_references name."""
+        found: dict[str, dict[str, Any]] = {}
+        if previous is not None:
+            found.update(
+                (r["call_id"], r) for r in self.by_response.get(previous, []) if r.get("call_id")
+            )
+        for item in items:
+            call_id = item.get("call_id")
+            if item.get("type") in CLIENT_CALLS and isinstance(call_id, str) and call_id:
+                found[call_id] = self.calls.get(call_id, {**item, "item_id": item.get("id")})
+            elif is_reference(item) and isinstance(item.get("id"), str):
+                referenced = self.items.get(item["id"])
+                if referenced is not None and referenced.get("call_id"):
+                    found[referenced["call_id"]] = referenced
         return found
 
     def unanswered(self) -> list[Finding]:
