@@ -231,3 +231,21 @@ def test_a_tool_search_output_without_execution_answers_a_client_search() -> Non
     steps = [("response", ("resp_1", [search])),
              ("request", {"previous_response_id": "resp_1", "input": [answer]})]  # fmt: skip
     assert audited(*steps) == []
+
+
+def test_a_capture_begun_mid_session_judges_only_the_calls_it_shows() -> None:
+    """The response previous_response_id names is not in the capture: its calls are unknown,
+    but a call_id the capture shows for another response, or an item id, is still wrong."""
+    answer = {"type": "function_call_output", "call_id": "call_0", "output": "x"}
+    assert audited(("request", {"previous_response_id": "resp_0", "input": [answer]})) == []
+    stale = {**answer, "call_id": "call_1"}
+    item = {**answer, "call_id": "fc_1"}
+    for wrong in (stale, item):
+        steps = [("response", ("resp_1", [FUNCTION_CALL])),
+                 ("request", {"previous_response_id": "resp_1", "input": [out_1()]}),
+                 ("request", {"previous_response_id": "resp_2", "input": [wrong]})]  # fmt: skip
+        assert audited(*steps) == [("responses-output-call-id", "error")]
+
+
+def out_1() -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": "call_1", "output": "x"}

@@ -25,7 +25,9 @@ class OutputFacts:
     by_item: dict[str, Any] | None  # the call whose item id (fc_...) it names instead
     candidates: list[str]  # the call_ids it could have answered
     where: Where
-    hidden: bool = False  # the server holds calls the capture may not show (a conversation)
+    # it may answer a call the server holds and the capture does not show (a conversation's, a
+    # response's from before the capture)
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,10 +210,13 @@ class ResponsesAuditor:
         given = body.get("input")  # a string, a list of items, or anything a client sends
         items = [i for i in given if isinstance(i, dict)] if isinstance(given, list) else []
         candidates = self._candidates(previous, items)
-        # With `conversation`, or a reference to an item the capture does not show as a call,
-        # the server holds calls the capture may not: an output it cannot place is not judged.
-        hidden = body.get("conversation") is not None or any(
-            is_reference(i) and i.get("id") not in self.items for i in items
+        # The server may hold calls the capture does not show: a conversation's, those of a
+        # response before the capture began, the items a reference names.
+        held = body.get("conversation") is not None
+        hidden = (
+            held
+            or (previous is not None and previous not in self.by_response)
+            or any(is_reference(i) and i.get("id") not in self.items for i in items)
         )
         for item in items:
             if item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
@@ -223,10 +228,12 @@ class ResponsesAuditor:
             call_id = as_str(item.get("call_id"))
             here = Where(previous, call_id, as_str(item.get("id")), flow_id)
             call = candidates.get(call_id or "")
-            if call is None and hidden:
+            if call is None and held:  # the conversation holds every call it made
                 call = self.calls.get(call_id or "")
             by_item = self.items.get(call_id or "") if call is None else None
-            facts = OutputFacts(item, call, by_item, list(candidates), here, hidden)
+            # a call_id the capture shows for another response is wrong in any case
+            unseen = hidden and (call_id or "") not in self.calls
+            facts = OutputFacts(item, call, by_item, list(candidates), here, unseen)
             found += run_checks(facts)
             if call is not None:
                 call["answered"] = True
