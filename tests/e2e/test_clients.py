@@ -100,6 +100,24 @@ def test_the_openai_client_runs_to_the_end(tmp_path: Path, flags: list[str]) -> 
     assert errors(findings) == []
 
 
+@pytest.mark.parametrize("flags", [["--rich"], ["--rich", "--previous", "--stream"]], ids=str)
+def test_the_openai_client_answering_with_input_content_gets_no_error(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    """A function_call_output whose output is a list of input_text and input_image items (the
+    SDK's type, which the real API takes): no error, every call answered."""
+    lines: list[dict[str, Any]] = []
+
+    def run(base: str) -> None:
+        lines.extend(run_client("openai_client.py", base + "/v1", *flags))
+
+    db, findings = recorded(tmp_path, run)
+    check_tools(lines)
+    assert errors(findings) == []
+    calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert calls and all(c["answered"] for c in calls)
+
+
 def test_a_client_answering_with_the_item_id_is_caught(tmp_path: Path) -> None:
     def run(base: str) -> None:
         run_client("openai_client.py", base + "/v1", "--faulty")

@@ -1,9 +1,10 @@
 """The plain `openai` client on the Responses API, answering every call it is asked to make:
 streamed or not, stateless (the whole input again) or with previous_response_id, over HTTP or
-over WebSocket mode (`client.responses.connect()`, --websocket), and, with --faulty, answering
-function calls with their item id (fc_...) instead of their call_id.
+over WebSocket mode (`client.responses.connect()`, --websocket); with --rich, answering with a list
+of input content (text and an image) instead of a string; with --faulty, answering function calls
+with their item id (fc_...) instead of their call_id.
 
-    python openai_client.py BASE_URL [--stream] [--previous] [--websocket] [--faulty]
+    python openai_client.py BASE_URL [--stream] [--previous] [--websocket] [--rich] [--faulty]
 
 Prints one JSON line per call it ran ({"tool", "arguments"}) and {"final": text}.
 """
@@ -16,6 +17,8 @@ from typing import Any
 
 from openai import OpenAI
 
+# A 1x1 PNG: what a tool that returns an image sends in a `function_call_output` list.
+PIXEL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="  # noqa: E501
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "name": "get_weather", "strict": True,
      "description": "Weather for a city.",
@@ -46,17 +49,19 @@ def over_socket(connection: Any, **create: Any) -> Any:
     raise SystemExit("the socket closed before the response ended")
 
 
-def main(base_url: str, stream: bool, previous: bool, websocket: bool, faulty: bool) -> None:
+def main(base_url: str, stream: bool, previous: bool, websocket: bool, rich: bool,
+         faulty: bool) -> None:  # fmt: skip
     client = OpenAI(base_url=base_url, api_key="sk-proj-" + "o" * 40)
     print(json.dumps({"schemas": {t["name"]: t["parameters"] for t in TOOLS}}), flush=True)
     if websocket:
         with client.responses.connect() as connection:
-            run(client, connection, stream, previous, faulty)
+            run(client, connection, stream, previous, rich, faulty)
     else:
-        run(client, None, stream, previous, faulty)
+        run(client, None, stream, previous, rich, faulty)
 
 
-def run(client: OpenAI, connection: Any, stream: bool, previous: bool, faulty: bool) -> None:
+def run(client: OpenAI, connection: Any, stream: bool, previous: bool, rich: bool,
+        faulty: bool) -> None:  # fmt: skip
     items: list[Any] = [{"role": "user", "content": "Weather in Lisboa, and book a meeting."}]
     previous_id = None
     for _ in range(4):
@@ -82,8 +87,12 @@ def run(client: OpenAI, connection: Any, stream: bool, previous: bool, faulty: b
             arguments = json.loads(call.arguments)
             print(json.dumps({"tool": call.name, "arguments": arguments}), flush=True)
             answer = call.id if faulty else call.call_id  # the classic bug: the item's id
-            outputs.append({"type": "function_call_output", "call_id": answer,
-                            "output": json.dumps({"ok": True, "tool": call.name})})  # fmt: skip
+            text = json.dumps({"ok": True, "tool": call.name})
+            output: Any = text
+            if rich:  # the SDK's ResponseFunctionCallOutputItemListParam
+                output = [{"type": "input_text", "text": text},
+                          {"type": "input_image", "image_url": PIXEL, "detail": "low"}]  # fmt: skip
+            outputs.append({"type": "function_call_output", "call_id": answer, "output": output})
         if previous:
             previous_id, items = response.id, outputs
         else:
@@ -94,4 +103,4 @@ def run(client: OpenAI, connection: Any, stream: bool, previous: bool, faulty: b
 if __name__ == "__main__":
     flags = sys.argv[2:]
     main(sys.argv[1], "--stream" in flags, "--previous" in flags, "--websocket" in flags,
-         "--faulty" in flags)  # fmt: skip
+         "--rich" in flags, "--faulty" in flags)  # fmt: skip
