@@ -249,3 +249,38 @@ def test_a_capture_begun_mid_session_judges_only_the_calls_it_shows() -> None:
 
 def out_1() -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": "call_1", "output": "x"}
+
+
+CODE_INTERPRETER = {
+    "type": "code_interpreter",
+    "container": {
+        "type": "auto",
+        "network_policy": {
+            "type": "allowlist",
+            "allowed_domains": ["api.example.com"],
+            "domain_secrets": [
+                {"domain": "api.example.com", "name": "EXAMPLE_KEY", "value": "s3cr3t-1"}
+            ],
+        },
+    },
+}
+MCP = {"type": "mcp", "server_label": "crm", "server_url": "https://mcp.example.com/mcp",
+       "authorization": "tok_abc123456", "headers": {"Authorization": "Bearer abc123"}}  # fmt: skip
+
+
+def test_tools_whose_secrets_were_redacted_still_validate(tmp_path: Path) -> None:
+    """The recorder audits the body it stores, where a network policy's domain_secrets (an
+    array) is one `<redacted:…>` string: the tool the client sent was valid, so is the record."""
+    har = json.loads((FIXTURES / "responses-tools-valid" / "pass.har").read_text())
+    request = har["log"]["entries"][0]["request"]["postData"]
+    body = json.loads(request["text"])
+    request["text"] = json.dumps({**body, "tools": [CODE_INTERPRETER, MCP]})
+    path = tmp_path / "secrets.har"
+    path.write_text(json.dumps(har))
+    assert "responses-tools-valid" not in audit_fixture(path, tmp_path)
+    redacted = {**CODE_INTERPRETER["container"]["network_policy"],  # type: ignore[index]
+                "domain_secrets": "<redacted:0123456789ab>"}  # fmt: skip
+    bad = {"type": "code_interpreter", "container": {"type": "auto", "memory_limit": "2g",
+           "network_policy": redacted}}  # fmt: skip
+    found = audited(("request", {"tools": [bad]}))
+    assert found == [("responses-tools-valid", "error")]  # what is left is still checked

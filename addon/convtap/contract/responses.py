@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from convtap.contract.registry import MISSING, Finding, Violation, Where, as_str, check, run_checks
 from convtap.models import TOOLS_ADAPTER
 from convtap.wire.bounded import Bounded
+from convtap.wire.jsonvalue import REDACTED
 from convtap.wire.responses import CLIENT_CALLS, OUTPUTS, qualified_name
 
 
@@ -141,12 +142,27 @@ def tool_search(o: OutputFacts) -> Violation | None:
     )
 
 
+def without_redacted(value: Any) -> Any:
+    """A value without the object members redaction replaced whole (an mcp tool's
+    `authorization`, a network policy's `domain_secrets`): what they held is not known, and the
+    recorder audits what it stores."""
+    if isinstance(value, dict):
+        return {
+            key: without_redacted(item)
+            for key, item in value.items()
+            if not (isinstance(item, str) and REDACTED.fullmatch(item))
+        }
+    if isinstance(value, list):
+        return [without_redacted(item) for item in value]
+    return value
+
+
 @check("responses-tools-valid", ToolsFacts)
 def tools_valid(t: ToolsFacts) -> list[Violation]:
     found = []
     for n, tool in enumerate(t.tools):
         try:
-            TOOLS_ADAPTER.validate_python([tool])
+            TOOLS_ADAPTER.validate_python([without_redacted(tool)])
         except ValidationError as exc:
             detail = "; ".join(
                 f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()[:3]

@@ -36,8 +36,10 @@ from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 
+from convtap.wire.jsonvalue import REDACTED
+
 PLACEHOLDER_PREFIX = "<redacted:"
-PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]{12}>")
+PLACEHOLDER = REDACTED
 
 # -- keys ------------------------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ import orjson
 JSON = Any
 MAX_DEPTH = 1024  # orjson's own limit; convtap's walks are made to reach it (RECURSION)
 RECURSION = 10_000  # the interpreter's recursion limit convtap's processes run with
+# How a value convtap.redact replaced is stored: `<redacted:` and twelve hex digits of a keyed
+# hash of what it replaced (so equal secrets stay equal).
+REDACTED = re.compile(r"<redacted:[0-9a-f]{12}>")
 # A surrogate on its own: JSON text may carry one (`\ud800`), UTF-8 cannot.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
