@@ -65,6 +65,27 @@ def test_arguments_are_accumulated_and_checked_against_done() -> None:
     assert result["tool_calls"][0]["arguments_text"].startswith('{"city"')  # .done wins
 
 
+def test_a_call_cut_before_its_done_keeps_what_its_deltas_said() -> None:
+    """A stream cut mid-call (a client that hung up, a dropped connection): a custom tool's
+    input is put together from its deltas, as a function's arguments are."""
+    events = [
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {
+            "type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "apply_patch",
+            "input": ""}},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "item_id": "ctc_1",
+         "delta": "*** Begin Patch\n"},
+        {"type": "response.output_item.added", "output_index": 1, "item": {
+            "type": "function_call", "id": "fc_1", "call_id": "call_2", "name": "f",
+            "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "item_id": "fc_1",
+         "delta": '{"a": '},
+    ]  # fmt: skip
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    calls = decode_responses([body]).tool_calls()
+    assert [c["arguments_text"] for c in calls] == ["*** Begin Patch\n", '{"a": ']
+
+
 def test_a_json_response_and_detection() -> None:
     body = json.dumps(
         {

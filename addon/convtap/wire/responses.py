@@ -72,6 +72,8 @@ ITEM_TYPES = frozenset(
     }
 )  # fmt: skip
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
+# The field of a client call that its `*_arguments.delta` / `*_input.delta` events stream.
+STREAMED_TEXT = {"function_call": "arguments", "custom_tool_call": "input"}
 MAX_KEPT = 1000  # errors and event types kept
 MAX_ITEMS = 10_000  # output items and argument streams a response may hold
 MAX_DELTAS = 100_000  # argument deltas one call may stream
@@ -224,9 +226,9 @@ class ResponsesDecoder:
         items = [self._items[n] for n in sorted(self._items)]
         for item in items:  # a call whose .done never came: what its deltas said
             key = str(item.get("id"))
-            missing = item.get("type") == "function_call" and not item.get("arguments")
-            if missing and key in self._arguments:
-                item["arguments"] = "".join(self._arguments[key])
+            field = STREAMED_TEXT.get(str(item.get("type")))
+            if field is not None and not item.get(field) and key in self._arguments:
+                item[field] = "".join(self._arguments[key])
         return items
 
     def summary(self) -> ResponseSummary:
