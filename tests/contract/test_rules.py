@@ -284,3 +284,45 @@ def test_tools_whose_secrets_were_redacted_still_validate(tmp_path: Path) -> Non
            "network_policy": redacted}}  # fmt: skip
     found = audited(("request", {"tools": [bad]}))
     assert found == [("responses-tools-valid", "error")]  # what is left is still checked
+
+
+def test_a_return_retried_after_the_server_refused_it_is_no_duplicate(tmp_path: Path) -> None:
+    """The first send of the return got a 503: it answered nothing, and the same record sent
+    again (after a fresh prepare and challenge) is the one answer. Live and replayed alike."""
+    import sqlite3
+
+    har = json.loads((FIXTURES / "return-hidden" / "pass.har").read_text())
+    entries = har["log"]["entries"]
+    prepare, answer = entries[3], entries[4]
+    refused = json.loads(json.dumps(answer))
+    refused["response"]["status"] = 503
+    refused["response"]["content"]["text"] = '{"detail": "upstream overloaded"}'
+    refused["response"]["content"]["mimeType"] = "application/json"
+    retry = json.loads(json.dumps(answer))
+    body = json.loads(retry["request"]["postData"]["text"])
+    retry["request"]["postData"]["text"] = json.dumps({**body, "app_attest_challenge": "fresh"})
+    again = json.loads(json.dumps(prepare))
+    for entry, second in ((refused, "12"), (again, "13"), (retry, "14")):
+        entry["startedDateTime"] = entry["startedDateTime"][:17] + second + "Z"
+    har["log"]["entries"] = [*entries[:3], prepare, refused, again, retry, *entries[5:]]
+    path = tmp_path / "retry.har"
+    path.write_text(json.dumps(har))
+    db = tmp_path / "retry.db"
+    import_into(db, [path])
+    with sqlite3.connect(db) as conn:  # what the recorder found, live
+        assert conn.execute("SELECT rule FROM findings").fetchall() == []
+    assert audit_capture(db).findings == []  # and the capture replayed
+
+
+def test_what_a_refusal_undoes_is_kept_for_a_bounded_number_of_requests() -> None:
+    from convtap.contract.auditor import PENDING, Auditor
+    from convtap.wire.session import read_turn_request
+
+    auditor = Auditor()
+    for n in range(PENDING + 3):
+        body = {"conversation_id": "c1", "messages": [{"id": f"m{n}", "author": {"role": "user"}}]}
+        auditor.request(f"f{n}", body, float(n), read_turn_request(body))
+    assert len(auditor.marks) == PENDING and "f0" not in auditor.marks
+    auditor.refused("f0")  # forgotten: nothing to undo
+    auditor.refused(f"f{PENDING + 2}")
+    assert "m0" in auditor.seen_ids["c1"] and f"m{PENDING + 2}" not in auditor.seen_ids["c1"]

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from convtap.contract.auditor import Auditor
+from convtap.contract.auditor import Auditor, is_refusal
 from convtap.contract.registry import SEVERITIES, Finding
 from convtap.contract.returns import Call
 from convtap.wire.session import read_turn_request
@@ -32,6 +32,7 @@ class ConversationRequest:
     flow_id: str
     body: Any
     at: float
+    status: int | None = None  # the HTTP status the server answered with
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,10 @@ def replay(auditor: Auditor, timeline: Iterable[Happening]) -> list[Finding]:
                 auditor.prepare(conversation_id, at)
             case CallMade(call):
                 findings += auditor.call(call)
-            case ConversationRequest(flow_id, body, at):
+            case ConversationRequest(flow_id, body, at, status):
                 findings += auditor.request(flow_id, body, at, read_turn_request(body))
+                if is_refusal(status):
+                    auditor.refused(flow_id)
             case ClientCallMade(flow_id, response_id, call, at):
                 findings += auditor.responses.response(flow_id, response_id, [call], at)
             case ResponsesRequest(flow_id, body, at):

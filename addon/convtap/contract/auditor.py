@@ -18,7 +18,14 @@ from convtap.contract.returns import Call, CallFacts, OpenCall, RequestFacts, Re
 from convtap.wire.bounded import Bounded
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
 
-__all__ = ["Auditor", "Call", "checks"]
+__all__ = ["Auditor", "Call", "checks", "is_refusal"]
+
+PENDING = 1000  # requests whose answer has not come yet, whose marks a refusal undoes
+
+
+def is_refusal(status: int | None) -> bool:
+    """The server refused the request (an HTTP error): what it carried did not land."""
+    return status is not None and status >= 400
 
 
 def checks() -> dict[str, Callable[[Any], Verdict]]:
@@ -37,6 +44,9 @@ class Auditor:
         self.prepared: Bounded[str, float] = Bounded(limit)  # conversation -> latest prepare
         self.challenges: Bounded[str, str] = Bounded(limit)  # challenge -> its first flow
         self.returns = 0
+        # flow -> what its request marked (its conversation, the ids it showed first, the calls
+        # it answered first), undone if the server refuses it
+        self.marks: Bounded[str, tuple[str | None, list[str], list[Call]]] = Bounded(PENDING)
         self.responses = ResponsesAuditor(limit)  # the Responses API's calls and outputs
 
     @property
@@ -80,10 +90,25 @@ class Auditor:
         answered = self.calls.get(parent) if parent is not None else None
         if not returns and answered is not None and answered.kind == "local" and messages:
             returns = [read_return(messages[0])]  # a call answered by no tool message
+        known = self.seen_ids.get(conversation, set())
+        fresh = [message_id for message_id in request.message_ids if message_id not in known]
+        first_answers: list[Call] = []
         for ret in returns:
+            call = answered_call(parent, ret.call_id, self.calls)
+            if call is not None and call.answered_by is None:
+                first_answers.append(call)
             found += self._return(ret, messages, parent, conversation, flow_id, at)
         self.seen(conversation, request.message_ids)
+        self.marks[flow_id] = (conversation, fresh, first_answers)
         return found
+
+    def refused(self, flow_id: str) -> None:
+        """The server refused a conversation request: the returns it carried answered no call,
+        and its message ids are still free (a retry of the same return is no duplicate)."""
+        conversation, fresh, answered = self.marks.pop(flow_id, (None, [], []))
+        self.seen_ids.get(conversation, set()).difference_update(fresh)
+        for call in answered:
+            call.answered_by = None
 
     def call(self, call: Call) -> list[Finding]:
         """A finished call (its arguments are final)."""

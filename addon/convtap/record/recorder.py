@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from convtap.contract.auditor import Auditor
+from convtap.contract.auditor import Auditor, is_refusal
 from convtap.journal.events import (
     BodyChunk,
     Headers,
@@ -190,6 +190,8 @@ class Recorder:
         if truncated and outcome == "complete":
             outcome = "truncated"
         parsed = None if streamed else parse_json(body)
+        if state.kind == Endpoint.CONVERSATION and is_refusal(ev.status):
+            self.out.auditor.refused(ev.flow_id)
         if state.kind == "conversation-get":
             self.conversation.nodes(ev.flow_id, parsed, ev.at)
         out = self.out

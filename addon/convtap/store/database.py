@@ -544,7 +544,7 @@ def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
     queries = [
         (0, "SELECT started_at AS at, request_body FROM flows WHERE kind = 'prepare'"),
         (1, "SELECT called_at AS at, * FROM tool_calls"),
-        (2, "SELECT started_at AS at, id, kind, request_body FROM flows "
+        (2, "SELECT started_at AS at, id, kind, request_body, status FROM flows "
             "WHERE kind IN ('conversation', 'responses')"),
         (3, "SELECT first_seen_at AS at, id, conversation_id FROM messages"),
     ]  # fmt: skip
@@ -569,9 +569,10 @@ def _happening(at: float, order: int, row: dict[str, Any]) -> Happening:
         return ClientCallMade(row["turn_id"], row["conversation_id"], call, at)
     if order == 1:
         return CallMade(call_from_row(row))
+    if order == 2 and row["kind"] == Endpoint.CONVERSATION:
+        return ConversationRequest(row["id"], loads_or_none(row["request_body"]), at, row["status"])
     if order == 2:
-        kind = ConversationRequest if row["kind"] == Endpoint.CONVERSATION else ResponsesRequest
-        return kind(row["id"], loads_or_none(row["request_body"]), at)
+        return ResponsesRequest(row["id"], loads_or_none(row["request_body"]), at)
     return MessageShown(row["conversation_id"], row["id"])
 
 
