@@ -326,3 +326,22 @@ def test_what_a_refusal_undoes_is_kept_for_a_bounded_number_of_requests() -> Non
     auditor.refused("f0")  # forgotten: nothing to undo
     auditor.refused(f"f{PENDING + 2}")
     assert "m0" in auditor.seen_ids["c1"] and f"m{PENDING + 2}" not in auditor.seen_ids["c1"]
+
+
+def test_a_call_whose_turn_request_the_capture_lacks_is_not_called_undeclared(
+    tmp_path: Path,
+) -> None:
+    """A stream imported without its request (`X.sse` alone): what the turn declared is not
+    known, so the call is neither undeclared nor missing an argument."""
+    stream = ROOT / "captures" / "examples" / "sse" / "alefita_way_call.sse"
+    alone = tmp_path / "alone.sse"
+    alone.write_bytes(stream.read_bytes())
+    db = tmp_path / "alone.db"
+    import_into(db, [alone])
+    assert [f.rule for f in audit_capture(db).findings] == ["call-unanswered"]
+    declared_nothing = tmp_path / "declared.sse"
+    declared_nothing.write_bytes(stream.read_bytes())
+    (tmp_path / "declared.request.json").write_text(json.dumps({"action": "next", "messages": []}))
+    db = tmp_path / "declared.db"
+    import_into(db, [declared_nothing])
+    assert "call-undeclared" in [f.rule for f in audit_capture(db).findings]

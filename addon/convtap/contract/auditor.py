@@ -114,7 +114,7 @@ class Auditor:
         """A finished call (its arguments are final)."""
         self.calls[call.call_id] = call
         where = Where(call.conversation_id, call.call_id, None, call.turn_id)
-        return run_checks(CallFacts(call, self.signatures.get(call.turn_id or "", {}), where))
+        return run_checks(CallFacts(call, self.signatures.get(call.turn_id or ""), where))
 
     def finish(self) -> list[Finding]:
         """The end of the capture: what never got an answer."""

@@ -60,7 +60,9 @@ class ReturnFacts:
 @dataclass(frozen=True)
 class CallFacts:
     call: Call
-    declared: dict[str, dict[str, Any]]  # what the call's turn declared, by name
+    # what the call's turn declared, by name; None when the capture lacks the turn's request (a
+    # stream imported alone, a capture begun in a resumed leg)
+    declared: dict[str, dict[str, Any]] | None
     where: Where
 
 
@@ -263,7 +265,7 @@ def orphan(r: ReturnFacts) -> Violation | None:
 
 @check("call-undeclared", CallFacts)
 def undeclared(c: CallFacts) -> Violation | None:
-    if c.call.kind != "local" or c.call.tool in c.declared:
+    if c.call.kind != "local" or c.declared is None or c.call.tool in c.declared:
         return None
     return Violation(
         f"the model called local.{c.call.tool}, which the turn did not declare",
@@ -274,7 +276,7 @@ def undeclared(c: CallFacts) -> Violation | None:
 
 @check("call-arguments", CallFacts)
 def arguments(c: CallFacts) -> Violation | None:
-    signature = c.declared.get(c.call.tool)
+    signature = (c.declared or {}).get(c.call.tool)
     if c.call.kind != "local" or signature is None:
         return None
     params = signature.get("params")

@@ -84,7 +84,7 @@ def sse_legs(path: Path) -> list[Leg]:
     started = path.stat().st_mtime
     stem = path.name.removesuffix(".sse")
     sidecar = path.with_name(stem + ".request.json")
-    first = Leg(path, SSE_URL, sidecar.read_bytes() if sidecar.exists() else b"{}", started)
+    first = Leg(path, SSE_URL, sidecar.read_bytes() if sidecar.exists() else b"", started)
     resumes = sorted(path.parent.glob(stem + ".resume*.sse"))
     if not resumes:
         return [first]

@@ -539,22 +539,27 @@ def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, A
 
 
 def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
-    """What `convtap audit` replays, streamed in time order. At the same instant a prepare comes
-    first, then calls, requests, and the message ids the streams showed."""
+    """What `convtap audit` replays, streamed in time order. At the same instant (an imported
+    `.sse` body's request, calls and messages share one), flows come in the order they were
+    stored, and within a flow its prepare or request comes first, then its calls, then the
+    message ids its stream showed."""
     queries = [
-        (0, "SELECT started_at AS at, request_body FROM flows WHERE kind = 'prepare'"),
-        (1, "SELECT called_at AS at, * FROM tool_calls"),
-        (2, "SELECT started_at AS at, id, kind, request_body, status FROM flows "
+        (0, "SELECT started_at AS at, rowid AS rank, request_body FROM flows "
+            "WHERE kind = 'prepare'"),
+        (2, "SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
+            "LEFT JOIN flows f ON f.id = c.turn_id"),
+        (1, "SELECT started_at AS at, rowid AS rank, id, kind, request_body, status FROM flows "
             "WHERE kind IN ('conversation', 'responses')"),
-        (3, "SELECT first_seen_at AS at, id, conversation_id FROM messages"),
+        (3, "SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, "
+            "m.conversation_id FROM messages m LEFT JOIN flows f ON f.id = m.turn_id"),
     ]  # fmt: skip
 
-    def stream(order: int, sql: str) -> Iterator[tuple[float, int, dict[str, Any]]]:
-        for row in db.query(f"{sql} ORDER BY at"):
-            yield row["at"] or 0.0, order, row
+    def stream(order: int, sql: str) -> Iterator[tuple[float, int, int, dict[str, Any]]]:
+        for row in db.query(f"{sql} ORDER BY at, rank"):
+            yield row["at"] or 0.0, row["rank"], order, row
 
-    merged = heapq.merge(*(stream(o, sql) for o, sql in queries), key=lambda r: (r[0], r[1]))
-    for at, order, row in merged:
+    merged = heapq.merge(*(stream(o, sql) for o, sql in queries), key=lambda r: r[:3])
+    for at, _, order, row in merged:
         yield _happening(at, order, row)
 
 
@@ -563,15 +568,15 @@ def _happening(at: float, order: int, row: dict[str, Any]) -> Happening:
         body = loads_or_none(row["request_body"])
         conversation = body.get("conversation_id") if isinstance(body, dict) else None
         return Prepared(conversation if isinstance(conversation, str) else None, at)
-    if order == 1 and row["protocol"] == "responses":
+    if order == 2 and row["protocol"] == "responses":
         call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
                 "name": row["tool"], "execution": "client"}  # fmt: skip
         return ClientCallMade(row["turn_id"], row["conversation_id"], call, at)
-    if order == 1:
-        return CallMade(call_from_row(row))
-    if order == 2 and row["kind"] == Endpoint.CONVERSATION:
-        return ConversationRequest(row["id"], loads_or_none(row["request_body"]), at, row["status"])
     if order == 2:
+        return CallMade(call_from_row(row))
+    if order == 1 and row["kind"] == Endpoint.CONVERSATION:
+        return ConversationRequest(row["id"], loads_or_none(row["request_body"]), at, row["status"])
+    if order == 1:
         return ResponsesRequest(row["id"], loads_or_none(row["request_body"]), at)
     return MessageShown(row["conversation_id"], row["id"])
 
