@@ -136,6 +136,41 @@ def test_the_mock_refuses_what_the_real_api_refuses() -> None:
     assert messages["no output"] == f"No tool output found for function call {call['call_id']}."
 
 
+def test_the_mock_takes_what_the_real_api_takes() -> None:
+    """Outputs for calls the server holds (a `conversation`'s, an `item_reference`'s), a list
+    output, and a server tool search echoed as history: HTTP 200, as from the real API."""
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    with MockServer("declared", seed=1) as mock:
+        url = mock.url + RESPONSES
+
+        def called() -> dict[str, Any]:
+            _, first = post_json(url, {"model": "m", "tools": tools, "input": "weather?"})
+            (call,) = [i for i in first["output"] if i["type"] == "function_call"]
+            return call
+
+        def output(call: dict[str, Any], value: Any = "21") -> dict[str, Any]:
+            return {"type": "function_call_output", "call_id": call["call_id"], "output": value}
+
+        search = {"type": "tool_search_call", "call_id": None, "execution": "server",
+                  "arguments": {}, "status": "completed"}  # fmt: skip
+        found = {**search, "type": "tool_search_output", "tools": []}
+        call = called()
+        listed = [{"type": "input_text", "text": "21"}]
+        taken = {
+            "conversation": post_json(url, {"model": "m", "conversation": "conv_1",
+                                            "input": [output(call)]}),
+            "reference": post_json(url, {"model": "m", "input": [
+                {"type": "item_reference", "id": call["id"]}, output(called())]}),
+            "echo": post_json(url, {"model": "m", "input": [search, found, call,
+                                                            output(call, listed)]}),
+        }  # fmt: skip
+        invented = {**call, "call_id": "call_nowhere"}
+        refused = post_json(url, {"model": "m", "conversation": "conv_1",
+                                  "input": [output(invented)]})  # fmt: skip
+    assert {name: code for name, (code, _) in taken.items()} == dict.fromkeys(taken, 200)
+    assert refused[0] == 400  # a call the server never made: still no call found
+
+
 def test_the_mock_gzips_responses_streams() -> None:
     with MockServer("plain", gzip=True) as mock:
         summary = RefClient(mock.url, timeout=5).run_responses()

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from convtap.contract.responses import names_a_tool
+from convtap.contract.responses import is_reference, is_server_search, names_a_tool
 from convtap.mock.arguments import arguments_for
 from convtap.mock.serverturn import FrozenData
 from convtap.wire.bounded import Bounded
@@ -109,12 +109,15 @@ class ResponsesServer:
                               "previous_response_id", "previous_response_not_found")  # fmt: skip
             owed = list(self.calls[previous])
         replayed = _owed(items)
+        # the server holds calls beyond these: a conversation's, those item_references name
+        held = body.get("conversation") is not None or any(is_reference(i) for i in items)
+        made = {call_id for calls in self.calls.values() for call_id in calls} if held else set()
         answered = set()
         for item in items:
-            if item.get("type") not in OUTPUTS or names_a_tool(item):
-                continue  # an output that names a tool instead of a call: taken (the Codex CLI)
+            if item.get("type") not in OUTPUTS or names_a_tool(item) or is_server_search(item):
+                continue  # naming a tool instead of a call (the Codex CLI), a search's echo: taken
             call_id = item.get("call_id")
-            if call_id not in owed and call_id not in replayed:
+            if call_id not in owed and call_id not in replayed and call_id not in made:
                 return _error(f"No tool call found for function call output with call_id "
                               f"{call_id}.", "input")  # fmt: skip
             answered.add(call_id)
