@@ -86,6 +86,29 @@ def test_an_agents_sdk_agent_runs_to_the_end(tmp_path: Path, mode: str) -> None:
     assert b"sk-proj-kkkk" not in capture_bytes(db)  # the API key is not stored
 
 
+@pytest.mark.parametrize("mode", ["run", "streamed"])
+def test_an_agents_sdk_agent_in_a_server_side_conversation_gets_no_error(
+    tmp_path: Path, mode: str
+) -> None:
+    """`conversation_id`: each request carries `conversation` and only its new items, the
+    outputs without the calls they answer (the server holds them)."""
+    lines: list[dict[str, Any]] = []
+
+    def run(base: str) -> None:
+        lines.extend(run_client("agents_client.py", base + "/v1", mode, "--conversation"))
+
+    db, findings = recorded(tmp_path, run)
+    check_tools(lines)
+    assert errors(findings) == [] and findings == []
+    with sqlite3.connect(db) as conn:
+        bodies = [json.loads(b) for (b,) in conn.execute(
+            "SELECT request_body FROM flows WHERE kind = 'responses'")]  # fmt: skip
+    assert all(body.get("conversation") == "conv_agents" for body in bodies)
+    calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert sorted(c["tool"] for c in calls) == ["convert_price", "lookup_order"]
+    assert all(c["answered"] for c in calls)
+
+
 @pytest.mark.parametrize(
     "flags", [[], ["--stream"], ["--previous"], ["--stream", "--previous"]], ids=str
 )

@@ -142,7 +142,9 @@ class ResponsesServer:
         items = [i for i in _input(body) if isinstance(i, dict)]
         outputs = [i for i in items if i.get("type") in OUTPUTS]
         previous = body.get("previous_response_id")
-        called = list(self.called.get(previous, [])) if isinstance(previous, str) else []
+        conversation = _conversation_id(body)  # a server-side conversation: its chain goes on
+        chain = previous if isinstance(previous, str) else conversation
+        called = list(self.called.get(chain, [])) if chain is not None else []
         called += [_call_name(i) for i in items if i.get("type") in CALLS]
         turn = self.script.on_outputs if outputs else self.script.on_request
         output: list[dict[str, JSON]] = []
@@ -150,6 +152,8 @@ class ResponsesServer:
             output += self._items(step, body, called, outputs)
         response_id = new_id("resp_")
         self.called[response_id] = called
+        if conversation is not None:
+            self.called[conversation] = called
         self.calls[response_id] = _owed(output)
         response = _response(response_id, body, output, previous)
         return response, _events(response)
@@ -182,6 +186,13 @@ class ResponsesServer:
                 items.append(_tool_search_call(query if isinstance(query, dict) and query
                                                else {"query": "tools"}))  # fmt: skip
         return items or [_message(step.otherwise)]
+
+
+def _conversation_id(body: dict[str, JSON]) -> str | None:
+    """The `conversation` a request continues: its id, or an object with one."""
+    value = body.get("conversation")
+    value = value.get("id") if isinstance(value, dict) else value
+    return value if isinstance(value, str) else None
 
 
 def _owed(items: list[dict[str, JSON]]) -> list[str]:

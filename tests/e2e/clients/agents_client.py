@@ -1,7 +1,11 @@
 """An OpenAI Agents SDK agent with function tools of its own, pointed at a base URL: what a
 client team runs against `convtap record` + `convtap mock --scenario declared`.
 
-    python agents_client.py BASE_URL {run|streamed} [--previous-response-id] [--websocket]
+    python agents_client.py BASE_URL {run|streamed} [--previous-response-id] [--conversation]
+        [--websocket]
+
+With --conversation the run keeps its history in a server-side conversation (`conversation_id`:
+each request carries `conversation` and only its new items).
 
 With --websocket the agent runs over the Responses API's WebSocket mode
 (`responses_websocket_session`, one socket for the whole run).
@@ -65,7 +69,9 @@ def convert_price(amount: float, currency: Literal["EUR", "USD", "BRL"], rounded
     return f"{amount * 1.1:.{max(0, min(rounded, 4))}f} {currency}"
 
 
-async def main(base_url: str, mode: str, previous: bool, websocket: bool) -> None:
+async def main(
+    base_url: str, mode: str, previous: bool, websocket: bool, conversation: str | None
+) -> None:
     set_tracing_disabled(True)  # no traces sent anywhere
     key = "sk-proj-" + "k" * 40
     set_default_openai_client(AsyncOpenAI(base_url=base_url, api_key=key))
@@ -84,15 +90,18 @@ async def main(base_url: str, mode: str, previous: bool, websocket: bool) -> Non
             else:
                 final = (await session.run(agent, prompt)).final_output
     elif mode == "streamed":
-        result = Runner.run_streamed(agent, prompt, auto_previous_response_id=previous)
+        result = Runner.run_streamed(agent, prompt, auto_previous_response_id=previous,
+                                     conversation_id=conversation)  # fmt: skip
         async for _ in result.stream_events():
             pass
         final = result.final_output
     else:
-        final = (await Runner.run(agent, prompt, auto_previous_response_id=previous)).final_output
+        final = (await Runner.run(agent, prompt, auto_previous_response_id=previous,
+                                  conversation_id=conversation)).final_output  # fmt: skip
     print(json.dumps({"final": str(final)}), flush=True)
 
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1], sys.argv[2], "--previous-response-id" in sys.argv,
-                     "--websocket" in sys.argv))  # fmt: skip
+                     "--websocket" in sys.argv,
+                     "conv_agents" if "--conversation" in sys.argv else None))  # fmt: skip
