@@ -345,3 +345,14 @@ def test_a_call_whose_turn_request_the_capture_lacks_is_not_called_undeclared(
     db = tmp_path / "declared.db"
     import_into(db, [declared_nothing])
     assert "call-undeclared" in [f.rule for f in audit_capture(db).findings]
+
+
+@pytest.mark.parametrize("output", ["done", [{"type": "input_text", "text": "done"}], {"ok": 1}])
+def test_a_custom_tool_call_output_is_held_to_the_same_shapes(output: Any) -> None:
+    call = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch",
+            "input": "*** Begin Patch"}  # fmt: skip
+    answer = {"type": "custom_tool_call_output", "call_id": "call_c", "output": output}
+    steps = [("response", ("resp_1", [call])),
+             ("request", {"previous_response_id": "resp_1", "input": [answer]})]  # fmt: skip
+    wrong = [("responses-output-type", "error")] if isinstance(output, dict) else []
+    assert audited(*steps) == wrong

@@ -44,8 +44,8 @@ class OpenClientCall:
     where: Where
 
 
-# What a function_call_output's `output` list may hold (the SDK's
-# `ResponseFunctionCallOutputItemListParam`).
+# What a function or custom tool call output's `output` list may hold (the SDK's
+# `ResponseFunctionCallOutputItemListParam`, `OutputOutputContentList`).
 OUTPUT_CONTENT = ("input_text", "input_image", "input_file")
 
 
@@ -103,15 +103,15 @@ def output_names_tool(o: OutputFacts) -> Violation | None:
 
 @check("responses-output-type", OutputFacts)
 def output_type(o: OutputFacts) -> Violation | None:
-    output = o.item.get("output", MISSING)
-    if o.item.get("type") != "function_call_output" or isinstance(output, str):
+    kind, output = o.item.get("type"), o.item.get("output", MISSING)
+    if kind not in ("function_call_output", "custom_tool_call_output") or isinstance(output, str):
         return None
     if isinstance(output, list) and all(
         isinstance(part, dict) and part.get("type") in OUTPUT_CONTENT for part in output
     ):
         return None
     return Violation(
-        "function_call_output.output is neither a string nor a list of input content",
+        f"{kind}.output is neither a string nor a list of input content",
         f"a string, or a list of {', '.join(OUTPUT_CONTENT)} items",
         output,
     )
