@@ -66,6 +66,24 @@ def test_import_sse_with_resume_leg_and_mitm_file(tmp_path: Path) -> None:
     assert rows(db2, "SELECT call_id FROM tool_returns") == [(CALL_ID,)]
 
 
+def test_a_raw_responses_stream_is_imported_as_one(tmp_path: Path) -> None:
+    """An `.sse` body of the Responses API (here without `event:` lines, in compact JSON) is
+    recorded as a Responses flow with its client calls, not as an f/conversation turn."""
+    example = (ROOT / "captures/examples/responses/function_call.sse").read_text()
+    events = [json.loads(line[6:]) for line in example.splitlines() if line.startswith("data: ")]
+    body = tmp_path / "bare.sse"
+    body.write_text("".join(f"data: {json.dumps(e, separators=(',', ':'))}\n\n" for e in events))
+    db = tmp_path / "r.db"
+    for stream in (ROOT / "captures/examples/responses/function_call.sse", body):
+        proc = convtap("import", str(stream), "--db", str(db))
+        assert proc.returncode == 0, proc.stderr
+    assert rows(db, "SELECT DISTINCT kind, path FROM flows") == [("responses", "/v1/responses")]
+    assert rows(db, "SELECT DISTINCT recipient, call_id FROM tool_calls ORDER BY 1") == [
+        ("function_call", "call_Qx7RkP2m"), ("tool_search_call", "call_S1kq9Wz")]  # fmt: skip
+    decoded = convtap("decode", "--format", "json", str(body))
+    assert json.loads(decoded.stdout)["protocol"] == "responses"
+
+
 def test_reprocess_rebuilds_the_same_rows(tmp_path: Path) -> None:
     har = tmp_path / "session.har"
     har.write_text(json.dumps(call_and_return_har()))

@@ -3,8 +3,10 @@ of `PIECE` bytes (`convtap.record.flows`) and fed one piece at a time, so that i
 stored a piece's events a row, as a live stream's are stored a network chunk's a row, and no body
 is ever whole in memory.
 
-`X.sse` may come with `X.request.json` (the f/conversation request body) and `X.resume.sse`,
-`X.resume2.sse`, ... (its resume legs, which name the conversation the first leg streamed). Each
+`X.sse` is an f/conversation stream, or a Responses API stream (told apart by its first events,
+as `convtap decode --protocol auto` does). It may come with `X.request.json` (its request body)
+and, for f/conversation, `X.resume.sse`, `X.resume2.sse`, ... (its resume legs, which name the
+conversation the first leg streamed). Each
 leg is read twice: once for its id (a digest of its content, as any imported flow's) and to see
 that it holds events, once to feed it.
 """
@@ -15,6 +17,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from convtap.journal.events import (
     BodyChunk,
@@ -24,10 +27,12 @@ from convtap.journal.events import (
     ResponseStarted,
 )
 from convtap.record.flows import PIECE
+from convtap.wire.responses import looks_like_responses
 from convtap.wire.sse import SSEParser
 from convtap.wire.turn import TurnDecoder
 
 SSE_URL = "https://chatgpt.com/backend-api/f/conversation"
+RESPONSES_URL = "https://api.openai.com/v1/responses"  # a Responses API stream's
 RESUME_URL = "https://chatgpt.com/backend-api/f/conversation/resume"
 SSE_HEADERS = (("content-type", "text/event-stream"),)
 
@@ -65,9 +70,10 @@ class Leg:
     def events(self, flow_id: str) -> Iterator[RecorderEvent]:
         """The recorder events of the leg, its body a piece at a time."""
         size = self.path.stat().st_size
+        where = urlsplit(self.url)
         yield RequestSeen(
-            flow_id=flow_id, method="POST", url=self.url, host="chatgpt.com",
-            path=self.url.removeprefix("https://chatgpt.com"),
+            flow_id=flow_id, method="POST", url=self.url, host=where.hostname or "",
+            path=where.path,
             headers=(("content-type", "application/json"),
                      ("content-length", str(len(self.request)))),
             body=self.request, at=self.at, source="import",
@@ -84,9 +90,12 @@ def sse_legs(path: Path) -> list[Leg]:
     started = path.stat().st_mtime
     stem = path.name.removesuffix(".sse")
     sidecar = path.with_name(stem + ".request.json")
-    first = Leg(path, SSE_URL, sidecar.read_bytes() if sidecar.exists() else b"", started)
+    with path.open("rb") as handle:
+        responses = looks_like_responses(handle.read(PIECE))
+    url = RESPONSES_URL if responses else SSE_URL
+    first = Leg(path, url, sidecar.read_bytes() if sidecar.exists() else b"", started)
     resumes = sorted(path.parent.glob(stem + ".resume*.sse"))
-    if not resumes:
+    if responses or not resumes:  # resume legs are f/conversation's
         return [first]
     turn = TurnDecoder()
     for piece in first.pieces():

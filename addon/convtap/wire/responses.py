@@ -11,6 +11,7 @@ an object with a `type` (`response.created`, `response.output_item.added`,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -348,11 +349,17 @@ def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
     return decoder
 
 
+# A Responses API event's type, or a whole response object, in JSON spaced or compact.
+_RESPONSES_TYPE = re.compile(rb'"type"\s*:\s*"response\.')
+_RESPONSE_OBJECT = re.compile(rb'"object"\s*:\s*"response"')
+
+
 def looks_like_responses(body: bytes) -> bool:
-    """True when a body is a Responses API stream or response (not f/conversation)."""
+    """True when a body is a Responses API stream or response (not f/conversation), with or
+    without `event:` lines."""
     head = body[:4096]
     return (
         b"event: response." in head
-        or b'"type": "response.' in head
-        or (head.lstrip().startswith(b"{") and b'"object": "response"' in head)
+        or _RESPONSES_TYPE.search(head) is not None
+        or (head.lstrip().startswith(b"{") and _RESPONSE_OBJECT.search(head) is not None)
     )
