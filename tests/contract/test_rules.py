@@ -356,3 +356,11 @@ def test_a_custom_tool_call_output_is_held_to_the_same_shapes(output: Any) -> No
              ("request", {"previous_response_id": "resp_1", "input": [answer]})]  # fmt: skip
     wrong = [("responses-output-type", "error")] if isinstance(output, dict) else []
     assert audited(*steps) == wrong
+
+
+def test_an_output_naming_a_tool_with_a_null_call_id_is_the_same_warning() -> None:
+    """The SDK's FunctionCallOutput makes call_id Optional: a client that writes the Codex CLI's
+    goal output with `"call_id": null` sends what the server takes from the Codex CLI."""
+    goal = {"type": "function_call_output", "call_id": None, "id": "fco_1",
+            "name": "goal_objective", "namespace": "agent", "output": "done"}  # fmt: skip
+    assert audited(("request", {"input": [goal]})) == [("responses-output-names-tool", "warning")]

@@ -63,8 +63,9 @@ def is_reference(item: dict[str, Any]) -> bool:
 
 def names_a_tool(item: dict[str, Any]) -> bool:
     """An output with no call_id that names a tool instead (Codex CLI 0.171's
-    `function_call_output` of `agent.goal_objective`): it answers no call, by design."""
-    return "call_id" not in item and isinstance(item.get("name"), str)
+    `function_call_output` of `agent.goal_objective`): it answers no call, by design. A null
+    call_id is none (the SDK's type makes it optional and nullable)."""
+    return item.get("call_id") is None and isinstance(item.get("name"), str)
 
 
 @check("responses-output-call-id", OutputFacts)
