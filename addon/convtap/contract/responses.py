@@ -130,7 +130,7 @@ def tool_search(o: OutputFacts) -> Violation | None:
         and call.get("type") == "tool_search_call"
         and call.get("execution") == "client"
     )
-    # `execution` is optional on the input item; without it, the output answers what it answers
+    # `execution` is optional on the input item: without it, it answers the client search it names
     if answers_client_search and o.item.get("execution", "client") == "client":
         return None
     return Violation(
