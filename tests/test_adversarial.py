@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -1052,6 +1053,130 @@ def test_no_kind_of_secret_is_in_the_database_the_report_or_an_export(
     secret = secret_of(UNCAUGHT[kind][1]).encode()
     parts = (secret, secret[-12:])  # the end too: a Stripe key lost only its first 24
     leaks = [where for where, data in outputs_of_uncaught.items() if any(p in data for p in parts)]
+    assert leaks == []
+
+
+# -- no secret hidden by how JSON writes it -------------------------------------------------------
+
+OPENAI_KEY = "sk-proj-" + "Tq7Zr2Lm9Xc4Vb8Nn1Hs6Kd3Pf5Gw0Jy" * 4
+# Where a secret was stored in clear because of how it was written: name -> (secret, where).
+HIDDEN = {
+    "a key of the request's object": (OPENAI_KEY, "request-key"),
+    "a key of an event's object": ("sk-ant-api03-" + "Rb5Yq8Wn2Ce7Ux4Mk" * 5 + "AA", "event-key"),
+    "escaped in an event that is not JSON": ("ghp_Fe9Ws2Qa7Zx4Cv1Bn8Mk3Lp6Jh0Gt5Rd2Ysq", "unread"),
+    "a tool result that is a JSON array": ("arrayRESULTpass0001", "output:array"),
+    "a tool result encoded twice": ("twiceRESULTpass0002", "output:twice"),
+    "a tool result after a line break": ("breakRESULTsecret0003", "output:break"),
+    "arguments streaming JSON text": ("nestedARGSapikey0004", "arguments:nested"),
+    "arguments streaming a unicode escape": ("hf_Pk4Ns7Ud1Rv8Xe2Wm5Ta9Qc3Lb6Jg0Hy", "arguments:u"),
+    "arguments streaming an escaped URL": ("slashARGSpassword0005", "arguments:slash"),
+}
+
+
+def escaped(secret: str) -> str:
+    """A secret as JSON text may write it: its first character a `\\u` escape."""
+    return f"\\u{ord(secret[0]):04x}{secret[1:]}"
+
+
+def hidden_arguments(where: str, secret: str) -> str:
+    """A function call's arguments (JSON text) that hide `secret` as `where` says."""
+    if where == "arguments:nested":
+        return json.dumps({"cmd": json.dumps({"api_key": secret})})
+    if where == "arguments:u":
+        return '{"key": "' + escaped(secret) + '"}'
+    return json.dumps({"url": f"https://me:{secret}@db.example/x"}).replace("/", "\\/")
+
+
+def hidden_output(where: str, secret: str) -> str:
+    """A tool's result (a string) that hides `secret` as `where` says."""
+    if where == "output:array":
+        return json.dumps([{"name": "db", "passphrase": secret}])
+    if where == "output:twice":
+        return json.dumps(json.dumps({"pass": secret}))
+    return "\n" + json.dumps({"client_secret": secret})
+
+
+def responses_stream(arguments: str) -> bytes:
+    """A Responses stream whose function call's arguments come in 4-character deltas."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "run",
+            "arguments": ""}  # fmt: skip
+    values = [{"type": "response.created", "response": {"id": "resp_1", "output": []}},
+              {"type": "response.output_item.added", "output_index": 0, "item": item}]  # fmt: skip
+    values += [{"type": "response.function_call_arguments.delta", "output_index": 0,
+                "item_id": "fc_1", "delta": arguments[i : i + 4]}
+               for i in range(0, len(arguments), 4)]  # fmt: skip
+    values.append({"type": "response.completed", "response": {"id": "resp_1", "output": []}})
+    return "".join(f"event: {v['type']}\ndata: {json.dumps(v)}\n\n" for v in values).encode()
+
+
+def hidden_entry(n: int, secret: str, where: str) -> dict[str, object]:
+    """A flow of its own (no hint of one case helps another) that hides `secret`."""
+    at = f"2026-11-30T11:00:{n:02d}.000Z"
+    if where.startswith(("output:", "arguments:")):
+        output = hidden_output(where, secret) if where.startswith("output:") else "ok"
+        request = {"model": "gpt-5", "stream": True, "input": [
+            {"type": "function_call_output", "call_id": "call_0", "output": output}]}  # fmt: skip
+        arguments = hidden_arguments(where, secret) if where.startswith("arguments:") else "{}"
+        return har_entry("https://api.openai.com/v1/responses", request,
+                         responses_stream(arguments), at)  # fmt: skip
+    request = user_turn("hello")
+    if where == "request-key":
+        request["messages"][0]["metadata"] = {secret: "seen"}
+    body = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    if where == "event-key":
+        body += 'data: {"type": "server_ste_metadata", "extra": {"' + secret + '": 1}}\n\n'
+    if where == "unread":  # cut short: it never parses
+        body += 'data: {"type": "server_ste_metadata", "note": "' + escaped(secret) + "\n\n"
+    url = "https://chatgpt.com/backend-api/f/conversation"
+    return har_entry(url, request, (body + "data: [DONE]\n\n").encode(), at)
+
+
+def appended_text(data: bytes) -> str:
+    """What the deltas in `data` append, put back together, as it is and with two levels of
+    JSON escapes undone: where a secret cut into pieces would show whole."""
+    pieces = re.findall(rb'"(?:v|delta)": ?"((?:[^"\\]|\\.)*)"', data)
+    text = "".join(json.loads(b'"' + piece + b'"') for piece in pieces)
+    levels = [text]
+    for _ in range(2):
+        levels.append(levels[-1].replace('\\"', '"').replace("\\\\", "\\").replace("\\/", "/"))
+    return "\n".join(levels)
+
+
+@pytest.fixture(scope="module")
+def outputs_of_hidden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The hidden secrets' flows imported; the database, the text its deltas append, the
+    report, the exports and the shapes."""
+    folder = tmp_path_factory.mktemp("hidden")
+    entries = [hidden_entry(n, *case) for n, case in enumerate(HIDDEN.values())]
+    har = folder / "hidden.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": entries,
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = folder / "hidden.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    outputs = {"db": capture_bytes(db)}
+    outputs["appended"] = appended_text(outputs["db"]).encode()
+    assert convtap("report", "--db", str(db), "--output", str(folder / "r.html")).returncode == 0
+    outputs["report"] = (folder / "r.html").read_bytes()
+    for flags in ([], ["--shape-only"]):
+        out = folder / f"export{len(outputs)}.har"
+        assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
+        outputs[" ".join(["export", *flags])] = out.read_bytes()
+    outputs["shapes"] = convtap("shapes", str(db)).stdout.encode()
+    assert outputs["db"].count(b"<redacted:") >= len(HIDDEN)
+    return outputs
+
+
+@pytest.mark.parametrize("case", sorted(HIDDEN))
+def test_no_secret_is_hidden_from_redaction_by_how_json_writes_it(
+    outputs_of_hidden: dict[str, bytes], case: str
+) -> None:
+    """A secret used as an object's key, written with a `\\u` escape or `\\/`, or inside JSON
+    text carried in a string (an array, a string encoded twice, after a line break; a call's
+    arguments as they stream): each was stored in clear, or in pieces the deltas put together,
+    and went on into the report, the exports (`--shape-only` too) and the shapes."""
+    secret = HIDDEN[case][0].encode()
+    runs = {secret[i : i + 10] for i in range(8, len(secret) - 9)}  # past a kind's prefix
+    leaks = [where for where, data in outputs_of_hidden.items() if any(r in data for r in runs)]
     assert leaks == []
 
 
