@@ -1180,6 +1180,49 @@ def test_no_secret_is_hidden_from_redaction_by_how_json_writes_it(
     assert leaks == []
 
 
+def test_a_secret_in_bare_frames_no_append_takes_is_redacted_across_pieces(tmp_path: Path) -> None:
+    """Bare frames sent when no append is open (after a patch of the root) are no text to the
+    decoder, but their strings still put a secret together: cut across the import's pieces (as
+    across network chunks live), the frames after the cut were never looked at, and the raw
+    events kept the key in clear, a few characters a frame."""
+    from convtap.record.flows import PIECE
+
+    secret = OPENAI_KEY
+    head = (SSE / "plain_answer.sse").read_bytes().replace(b"data: [DONE]\n\n", b"")
+
+    def body(filler: int) -> tuple[bytes, int]:
+        """The stream, and where the frame holding the secret's 20th character starts."""
+        text = "x" * filler + " my key: " + secret + " and that is all" + " words" * 100
+        frames = [b'event: delta\ndata: {"v": %s}\n\n' % json.dumps(text[i : i + 3]).encode()
+                  for i in range(0, len(text), 3)]  # fmt: skip
+        at = (filler + len(" my key: ") + 20) // 3
+        return head + b"".join(frames) + b"data: [DONE]\n\n", len(head) + sum(map(len, frames[:at]))
+
+    stream = next(b for n in range(0, 3 * PIECE, 3) if (b := body(n))[1] > PIECE)[0]
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(stream)
+    db = tmp_path / "frames.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    text = appended_text(capture_bytes(db))
+    assert "<redacted:" in text
+    assert not any(secret[i : i + 10] in text for i in range(8, len(secret) - 9))
+
+
+def test_decode_prints_no_secret_an_event_carries_as_its_type_or_a_key(tmp_path: Path) -> None:
+    """`convtap decode` lists the kinds of events it saw: an event's `type`, an other event's
+    keys, counted before they were redacted, so the text printed the secret in clear."""
+    typed = "hf_" + "Vd3Rk8Zq1Wy6Tn4Mb9Lc2Xs7" * 2
+    keyed = "sk-ant-api03-" + "Gu5Jp0Hc8Fv3Nq6Dw1Ez" * 5
+    head = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    raw = tmp_path / "kinds.sse"
+    raw.write_text(head + f'data: {{"type": "{typed}"}}\n\ndata: {{"{keyed}": 1}}\n\n'
+                   "data: [DONE]\n\n")  # fmt: skip
+    for fmt in ("text", "json"):
+        ran = convtap("decode", "--format", fmt, str(raw))
+        assert ran.returncode == 0 and "<redacted:" in ran.stdout, ran.stderr
+        assert typed[3:20] not in ran.stdout and keyed[13:30] not in ran.stdout
+
+
 def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     """A raw event row whose zlib bytes were damaged (by hand, by a disk): every command that
     reads raw events says so in one line and exits 2 (it was a zlib traceback); `reprocess`

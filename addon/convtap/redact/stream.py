@@ -39,6 +39,7 @@ _STRING_DELTA = re.compile(
     r'event: delta\ndata: \{(?:"p": ?("[^"\\\n]*"), ?"o": ?"append", ?)?'
     r'"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n'
 )
+_BARE_START = re.compile(r'\{\s*"v"\s*:\s*"')  # how a bare frame's data starts
 TAIL = 400  # characters appended after a chunk before it goes out (a secret's start is seen)
 LONGEST = 8192  # characters of one secret seen whole across what went out (a PEM key: ~3,300)
 NEAR = 64  # characters after the end of a secret found that may still belong to it (an END line)
@@ -221,7 +222,9 @@ class StreamRedaction:
             pieces = "".join(parts[2::3])
             rest = "".join(parts[0::3]) + "".join(filter(None, parts[1::3]))
         else:
-            pieces = "".join(appended.pieces)
+            # bare frames the decoder did not take as appends (no append open) are pieces too
+            # to a look (`_event`): their text is searched with the rest
+            pieces = "".join([*appended.pieces, *_bare_frames(appended.others)])
             # each path as the JSON string it came in: its last segment is a key there
             others = [data for data in appended.others if data not in _SEEN_CLEAN]
             # one event's data to a line: no marker or hint is made across two of them
@@ -353,6 +356,17 @@ class StreamRedaction:
         if not isinstance(redacted, dict) or redacted == {**value, holder: ""}:
             return event
         return event._replace(data=dumps({**redacted, holder: value[holder]}) or event.data)
+
+
+def _bare_frames(datas: list[str]) -> list[str]:
+    """The strings of the bare frames (`{"v": "…"}`) among events' data."""
+    found = []
+    for data in datas:
+        if _BARE_START.match(data):  # (not an event that adds a message: `{"v": {…}}`)
+            value = loads_or_none(data)
+            if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("v"), str):
+                found.append(value["v"])
+    return found
 
 
 def _carry(after: Carry | _Mark) -> Carry:
