@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import MITMDUMP, burst_upstream, capture_bytes, peak_mb_while
+from tests.harness import MITMDUMP, burst_upstream, capture_bytes, events_sql, peak_mb_while
 from tests.runner import convtap
 from tests.seeds import SSE, call_and_return_har, har_entry, user_turn
 
@@ -1221,6 +1221,86 @@ def test_decode_prints_no_secret_an_event_carries_as_its_type_or_a_key(tmp_path:
         ran = convtap("decode", "--format", fmt, str(raw))
         assert ran.returncode == 0 and "<redacted:" in ran.stdout, ran.stderr
         assert typed[3:20] not in ran.stdout and keyed[13:30] not in ran.stdout
+
+
+def handoff_with(pieces: list[str], spell: object) -> list[str]:
+    """The example handoff's WebSocket frames, the stream item that writes "uma plani" replaced
+    by one frame per piece (its SSE text as `spell` writes it), chained after it."""
+    frames = [
+        json.loads(line) for line in (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
+    ]
+    at = next(i for i, frame in enumerate(frames) if "uma plani" in json.dumps(frame))
+    del frames[at + 1]  # its catch-up copy
+    for frame in frames[at + 1 :]:  # the frames after it move on, their items chained after
+        frame[0]["offset"] += len(pieces) if frame[0]["offset"] > frames[at][0]["offset"] else 0
+        inner = frame[0]["payload"]["payload"]
+        if inner.get("parent_stream_item_id") == "si-4":
+            inner["parent_stream_item_id"] = f"si-4.{len(pieces) - 1}"
+    copies = []
+    for n, piece in enumerate(pieces):
+        copy = json.loads(json.dumps(frames[at]))
+        copy[0]["offset"] += n
+        inner = copy[0]["payload"]["payload"]
+        inner["encoded_item"] = spell(json.dumps(piece))  # type: ignore[operator]
+        if n:
+            inner["stream_item_id"] = f"si-4.{n}"
+            inner["parent_stream_item_id"] = "si-4" + (f".{n - 1}" if n > 1 else "")
+        copies.append(copy)
+    frames[at : at + 1] = copies
+    return [json.dumps(frame) for frame in frames]
+
+
+def stream_items_text(db: Path) -> str:
+    """What the bare frames in the stream items of a capture's WebSocket frames append."""
+    with contextlib.closing(events_sql(sqlite3.connect(db))) as conn:
+        rows = conn.execute("SELECT convtap_event(data, raw) FROM events ORDER BY flow_id, seq")
+        frames = [json.loads(data) for (data,) in rows if data.startswith("[")]
+    items = "".join(m["payload"]["payload"].get("encoded_item", "") for frame in frames
+                    for m in frame if "payload" in m.get("payload", {}))  # fmt: skip
+    values = []
+    for line in items.splitlines():
+        with contextlib.suppress(ValueError):
+            values.append(json.loads(line.removeprefix("data:")))
+    return "".join(v["v"] for v in values if isinstance(v, dict) and isinstance(v.get("v"), str))
+
+
+SSE_SPELLINGS = {
+    "crlf": lambda piece: f'event: delta\r\ndata: {{"v": {piece}}}\r\n\r\n',
+    "no-space": lambda piece: f'event:delta\ndata:{{"v": {piece}}}\n\n',
+    "spaced-json": lambda piece: f'event: delta\ndata: {{ "v" : {piece} }}\n\n',
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(SSE_SPELLINGS))
+def test_a_secret_cut_across_websocket_stream_items_in_any_sse_spelling_is_redacted(
+    tmp_path: Path, spelling: str
+) -> None:
+    """A turn continued on the user WebSocket writes its text in stream items of 2 characters
+    each (no one with a hint of a key), in SSE as it may be written: CRLF line ends, `data:`
+    with no space, spaces in the JSON. Its text was found only in one spelling, so the raw
+    frames kept the key, 2 characters a frame (the message was redacted)."""
+    text = "my key is " + OPENAI_KEY + " and that is all" + " more" * 100
+    frames = handoff_with([text[i : i + 2] for i in range(0, len(text), 2)],
+                          SSE_SPELLINGS[spelling])  # fmt: skip
+    turn = har_entry("https://chatgpt.com/backend-api/f/conversation", user_turn(),
+                     (SSE / "handoff_ws.sse").read_bytes(), "2026-11-30T12:00:00.000Z")  # fmt: skip
+    request = {k: v for k, v in turn["request"].items() if k != "postData"}
+    messages = [{"type": "receive", "time": 1.9e9 + n / 1000, "opcode": 1, "data": frame}
+                for n, frame in enumerate(frames)]  # fmt: skip
+    socket = {**turn, "startedDateTime": "2026-11-30T12:00:01.000Z",
+              "request": {**request, "method": "GET",
+                          "url": "wss://chatgpt.com/backend-api/ws/user/user-1"},
+              "response": {**turn["response"], "status": 101, "headers": [],
+                           "content": {"size": 0, "mimeType": "x"}},
+              "_webSocketMessages": messages}  # fmt: skip
+    har = tmp_path / "ws.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [turn, socket],
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = tmp_path / "ws.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    appended = stream_items_text(db)
+    assert "my key is " in appended
+    assert not any(OPENAI_KEY[i : i + 10] in appended for i in range(8, len(OPENAI_KEY) - 9))
 
 
 def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:

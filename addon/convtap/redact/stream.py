@@ -33,12 +33,6 @@ from convtap.wire.responses import delta_text
 from convtap.wire.sse import SSEEvent, SSEParser, format_event
 from convtap.wire.wsturn import frame_messages
 
-# A delta ending in a string `v` (a bare frame, an append, ...) as the server writes it; the
-# string's JSON text (escapes kept) in group 2: what is appended, put back together.
-_STRING_DELTA = re.compile(
-    r'event: delta\ndata: \{(?:"p": ?("[^"\\\n]*"), ?"o": ?"append", ?)?'
-    r'"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n'
-)
 _BARE_START = re.compile(r'\{\s*"v"\s*:\s*"')  # how a bare frame's data starts
 TAIL = 400  # characters appended after a chunk before it goes out (a secret's start is seen)
 LONGEST = 8192  # characters of one secret seen whole across what went out (a PEM key: ~3,300)
@@ -211,27 +205,23 @@ class StreamRedaction:
         unread_text: str | None = None,
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
-        `appended` is what the decoder saw them append (else the text is searched for it);
+        `appended` is what the decoder saw them append (else the events are read for it);
         `unread` is False when the text is known to hold no line the decoder does not read
         (a comment, another field), and `unread_text` those lines when the parser knows them."""
         if unread:
             text = self.redactor.unread(text, unread_text)
-        if appended is None:
-            # the rest, an append's path (or None for a bare frame), its string, the rest, ...
-            parts = _STRING_DELTA.split(text)
-            pieces = "".join(parts[2::3])
-            rest = "".join(parts[0::3]) + "".join(filter(None, parts[1::3]))
-        else:
-            # bare frames the decoder did not take as appends (no append open) are pieces too
-            # to a look (`_event`): their text is searched with the rest
-            pieces = "".join([*appended.pieces, *_bare_frames(appended.others)])
-            # each path as the JSON string it came in: its last segment is a key there
-            others = [data for data in appended.others if data not in _SEEN_CLEAN]
-            # one event's data to a line: no marker or hint is made across two of them
-            rest = "\n".join(others) + "".join(f'\n"{path}"' for path in appended.paths)
+        if appended is None:  # (a WebSocket's stream items: read here as `_event` reads them)
+            appended = _appended(events)
+        # bare frames the decoder did not take as appends (no append open) are pieces too to
+        # a look (`_event`): their text is searched with the rest
+        pieces = "".join([*appended.pieces, *_bare_frames(appended.others)])
+        others = [data for data in appended.others if data not in _SEEN_CLEAN]
+        # one event's data to a line: no marker or hint is made across two of them; each path
+        # as the JSON string it came in: its last segment is a key there
+        rest = "\n".join(others) + "".join(f'\n"{path}"' for path in appended.paths)
         window = self.tail + pieces
         keys, values = hints(rest)
-        if appended is not None and not keys and not values:
+        if not keys and not values:
             _SEEN_CLEAN.add(others)
         # The appended text may be JSON text (a call's arguments): a secret key named there
         # counts, once its look is confirmed (prose says "token" often).
@@ -356,6 +346,24 @@ class StreamRedaction:
         if not isinstance(redacted, dict) or redacted == {**value, holder: ""}:
             return event
         return event._replace(data=dumps({**redacted, holder: value[holder]}) or event.data)
+
+
+def _appended(events: Sequence[SSEEvent]) -> Appended:
+    """What events no decoder read append (bare frames, appends: their strings and paths), and
+    the data of the others."""
+    found = Appended([], [], [])
+    for event in events:
+        value = loads_or_none(event.data) if event.event == "delta" else None
+        value = value if isinstance(value, dict) else {}
+        piece, path = value.get("v"), value.get("p")
+        if isinstance(piece, str) and len(value) == 1:
+            found.pieces.append(piece)
+        elif isinstance(piece, str) and isinstance(path, str) and value.get("o") == "append":
+            found.pieces.append(piece)
+            found.paths.append(dumps(path) or "")
+        else:
+            found.others.append(event.data)
+    return found
 
 
 def _bare_frames(datas: list[str]) -> list[str]:
