@@ -1303,6 +1303,29 @@ def test_a_secret_cut_across_websocket_stream_items_in_any_sse_spelling_is_redac
     assert not any(OPENAI_KEY[i : i + 10] in appended for i in range(8, len(OPENAI_KEY) - 9))
 
 
+def test_the_headers_an_mcp_tool_sends_are_kept_as_headers_are(tmp_path: Path) -> None:
+    """A Responses request's MCP tool carries the HTTP headers to send its server (the way it
+    authenticates): one under a name no secret key has was stored in clear, and exported."""
+    key = "mcpHEADERvalue" + "Zx81Qw" * 4
+    tool = {"type": "mcp", "server_label": "crm", "server_url": "https://mcp.example/sse",
+            "headers": {"X-Crm-Auth": key, "Content-Type": "application/json"}}  # fmt: skip
+    request = {"model": "gpt-5", "stream": True, "input": "hi", "tools": [tool]}
+    entry = har_entry("https://api.openai.com/v1/responses", request, responses_stream("{}"),
+                      "2026-11-30T12:30:00.000Z")  # fmt: skip
+    har = tmp_path / "mcp.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [entry],
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = tmp_path / "mcp.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    outputs = [capture_bytes(db)]
+    for flags in ([], ["--shape-only"]):
+        out = tmp_path / f"export{len(outputs)}.har"
+        assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
+        outputs.append(out.read_bytes())
+    assert not any(key[4:].encode() in data for data in outputs)
+    assert b"application/json" in outputs[0] and b"<redacted:" in outputs[0]
+
+
 def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     """A raw event row whose zlib bytes were damaged (by hand, by a disk): every command that
     reads raw events says so in one line and exits 2 (it was a zlib traceback); `reprocess`

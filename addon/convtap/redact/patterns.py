@@ -220,11 +220,12 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
 
 # What the search looks for to tell that a secret key may be named: a part of every name in
 # KEY_PARTS (spelled with `-`, `_` or a space) and EXACT_KEYS, as a JSON key (`"verify"`,
-# `"Api Key"`) or as a segment of a delta's path (`"p": "/message/metadata/verify"`, `…/auth/x`).
+# `"Api Key"`) or as a segment of a delta's path (`"p": "/message/metadata/verify"`, `…/auth/x`);
+# and HTTP headers a body carries (an MCP tool's `headers`), kept as headers are.
 _KEY_HINTS = ["token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential",
               "session", "challenge", "_key", 'key"', "apikey", "authkey", "privatekey",
-              'pass"', "contrase", "pwd", '"auth"', '/auth"', '/auth/', '"verify"', '/verify"',
-              '/verify/', '"auth ', ' auth"', '"verify ', ' verify"', '"pass ',
+              'pass"', "contrase", "pwd", '"auth"', '/auth"', '/auth/', '"verify"', '/verify',
+              '"auth ', ' auth"', '"verify ', ' verify"', '"pass ', '"headers"',
               # and those ending in a quote, in JSON text carried in a string (`pass\\"`)
               'key\\', 'pass\\', '"auth\\', '"verify\\']  # fmt: skip
 _KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))

@@ -100,6 +100,9 @@ class Redactor:
                 name = self.scrub(key) if scrub and not _clean_name(key) else key  # a key too
                 if is_secret_key(key) and _holds_secret(item):
                     out[name] = self.placeholder(_secret_text(item))
+                elif key == "headers" and isinstance(item, dict):  # HTTP headers (an MCP tool's)
+                    out[name] = {header: self._header(header, value) if isinstance(value, str)
+                                 else self._walk(value, scrub) for header, value in item.items()}  # fmt: skip
                 elif key == "encoded_item" and isinstance(item, str):
                     out[name] = self.sse_text(item)  # SSE text carried by a WebSocket frame
                 else:
@@ -254,15 +257,13 @@ class Redactor:
         return "".join(out)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [
-            (
-                name,
-                self.scrub(value)
-                if name.lower() in HEADER_ALLOW_LIST or is_placeholder(value)
-                else self.placeholder(value),
-            )
-            for name, value in headers
-        ]
+        return [(name, self._header(name, value)) for name, value in headers]
+
+    def _header(self, name: str, value: str) -> str:
+        """A header's value as kept: scrubbed when the allow-list keeps it, else replaced."""
+        if name.lower() in HEADER_ALLOW_LIST or is_placeholder(value):
+            return self.scrub(value)
+        return self.placeholder(value)
 
     def url(self, url: str) -> str:
         """A URL whose secret query parameters (the WebSocket `verify` token) are replaced and
