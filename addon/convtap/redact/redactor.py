@@ -101,8 +101,7 @@ class Redactor:
                 if is_secret_key(key) and _holds_secret(item):
                     out[name] = self.placeholder(_secret_text(item))
                 elif key == "headers" and isinstance(item, dict):  # HTTP headers (an MCP tool's)
-                    out[name] = {header: self._header(header, value) if isinstance(value, str)
-                                 else self._walk(value, scrub) for header, value in item.items()}  # fmt: skip
+                    out[name] = self._header_object(item, scrub)
                 elif key == "encoded_item" and isinstance(item, str):
                     out[name] = self.sse_text(item)  # SSE text carried by a WebSocket frame
                 else:
@@ -258,6 +257,12 @@ class Redactor:
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return [(name, self._header(name, value)) for name, value in headers]
+
+    def _header_object(self, headers: dict[str, Any], scrub: bool) -> dict[str, Any]:
+        return {
+            name: self._header(name, value) if isinstance(value, str) else self._walk(value, scrub)
+            for name, value in headers.items()
+        }
 
     def _header(self, name: str, value: str) -> str:
         """A header's value as kept: scrubbed when the allow-list keeps it, else replaced."""
