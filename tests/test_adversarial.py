@@ -1326,6 +1326,40 @@ def test_the_headers_an_mcp_tool_sends_are_kept_as_headers_are(tmp_path: Path) -
     assert b"application/json" in outputs[0] and b"<redacted:" in outputs[0]
 
 
+def explicit_appends(text: str, between: str | None) -> bytes:
+    """A turn whose text comes in 3-character appends that each name their path (no bare
+    frame), each followed, when `between` is given, by an append to that other path."""
+    head = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    events = []
+    for i in range(0, len(text), 3):
+        events.append({"p": "/message/content/parts/0", "o": "append", "v": text[i : i + 3]})
+        if between is not None:
+            events.append({"p": between, "o": "append", "v": "z"})
+    frames = "".join(f"event: delta\ndata: {json.dumps(e)}\n\n" for e in events)
+    return (head + frames + "data: [DONE]\n\n").encode()
+
+
+@pytest.mark.parametrize("between", [None, "/message/metadata/note"])
+def test_a_secret_in_appends_that_each_name_their_path_is_redacted(
+    tmp_path: Path, between: str | None
+) -> None:
+    """Text appended by deltas that each name their path, rather than by bare frames: each
+    began a new string to the redaction, so a key cut across them was never put back together
+    and stayed in the raw events, 3 characters an event; appends to another string between
+    them cut it apart too."""
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(explicit_appends("my key is " + OPENAI_KEY + " and that is all", between))
+    db = tmp_path / "appends.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    with contextlib.closing(events_sql(sqlite3.connect(db))) as conn:
+        rows = conn.execute("SELECT convtap_event(data, raw) FROM events ORDER BY seq")
+        stored = "".join(data for (data,) in rows)
+    values = [json.loads(line[6:]) for line in stored.splitlines() if line.startswith("data: {")]
+    text = "".join(v["v"] for v in values if v.get("p") == "/message/content/parts/0")
+    assert "my key is <redacted:" in text
+    assert not any(OPENAI_KEY[i : i + 10] in text for i in range(8, len(OPENAI_KEY) - 9))
+
+
 def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     """A raw event row whose zlib bytes were damaged (by hand, by a disk): every command that
     reads raw events says so in one line and exits 2 (it was a zlib traceback); `reprocess`
