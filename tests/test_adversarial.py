@@ -1360,6 +1360,34 @@ def test_a_secret_in_appends_that_each_name_their_path_is_redacted(
     assert not any(OPENAI_KEY[i : i + 10] in text for i in range(8, len(OPENAI_KEY) - 9))
 
 
+def test_a_decode_error_quotes_no_secret_cut_short(tmp_path: Path) -> None:
+    """A decode error quotes the start of what it could not read (80 characters of an event
+    that is no JSON object, 60 of arguments whose deltas disagree with `.done`): a key the cut
+    fell in no longer looked like one, so its first characters were stored and printed in clear."""
+    head = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    data = json.dumps("note " + "x" * 52 + " " + OPENAI_KEY)  # the key crosses character 80
+    (tmp_path / "event.sse").write_text(f"{head}data: {data}\n\ndata: [DONE]\n\n")
+    arguments = json.dumps({"x": "y" * 30 + " " + OPENAI_KEY})  # it crosses character 60
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}
+    events = [{"type": "response.created", "response": {"id": "resp_1"}},
+              {"type": "response.output_item.added", "output_index": 0, "item": item},
+              {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+               "output_index": 0, "delta": arguments},
+              {"type": "response.function_call_arguments.done", "item_id": "fc_1",
+               "output_index": 0, "arguments": arguments + " "}]  # fmt: skip
+    (tmp_path / "args.sse").write_text("".join(f"data: {json.dumps(e)}\n\n" for e in events))
+    db = tmp_path / "errors.db"
+    outputs = []
+    for name in ("event.sse", "args.sse"):
+        assert convtap("import", str(tmp_path / name), "--db", str(db)).returncode == 0
+        for fmt in ("text", "json"):
+            ran = convtap("decode", "--format", fmt, str(tmp_path / name))
+            assert "not a JSON object" in ran.stdout or "add up to" in ran.stdout
+            outputs.append(ran.stdout.encode())
+    outputs.append(capture_bytes(db))
+    assert not any(OPENAI_KEY[8:16].encode() in data for data in outputs)
+
+
 def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     """A raw event row whose zlib bytes were damaged (by hand, by a disk): every command that
     reads raw events says so in one line and exits 2 (it was a zlib traceback); `reprocess`
