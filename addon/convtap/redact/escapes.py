@@ -6,30 +6,31 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 
-_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))", re.S)
-_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+# Only the escapes that can hide a secret or a key: `\\n`, `\\t`, ... are kept as they are (no
+# secret holds one), so that text full of line ends is not taken apart.
+_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/]))')
 
 
 class Decoded:
-    """Text with its JSON escapes decoded (any other backslash kept as it is)."""
+    """Text with its `\\uXXXX`, `\\/`, `\\"` and `\\\\` escapes decoded."""
 
-    __slots__ = ("_at", "_spans", "text")
+    __slots__ = ("_at", "_ends", "_starts", "text")
 
     def __init__(self, text: str) -> None:
         out: list[str] = []
-        self._at: list[int] = []  # where each escape's character is in the decoded text
-        self._spans: list[tuple[int, int]] = []  # and where the escape was in the text
+        self._at = array("q")  # where each escape's character is in the decoded text
+        self._starts, self._ends = array("q"), array("q")  # where the escape was in the text
         cursor = size = 0
         for match in _ESCAPE.finditer(text):
             code, char = match.groups()
-            if code is None and char not in _SIMPLE:
-                continue  # no escape: kept as it is
             plain = text[cursor : match.start()]
-            out += [plain, chr(int(code, 16)) if code is not None else _SIMPLE[char]]
+            out += [plain, chr(int(code, 16)) if code is not None else char]
             size += len(plain)
             self._at.append(size)
-            self._spans.append(match.span())
+            self._starts.append(match.start())
+            self._ends.append(match.end())
             size += 1
             cursor = match.end()
         out.append(text[cursor:])
@@ -40,5 +41,6 @@ class Decoded:
         k = bisect.bisect_right(self._at, index) - 1
         if k < 0:
             return index
-        start, end = self._spans[k]
-        return start if index == self._at[k] else end + index - self._at[k] - 1
+        if index == self._at[k]:
+            return self._starts[k]
+        return self._ends[k] + index - self._at[k] - 1
