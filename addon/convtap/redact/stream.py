@@ -30,8 +30,7 @@ from convtap.redact.redactor import Redactor, StreamState
 from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.responses import delta_text
-from convtap.wire.sse import SSEEvent, SSEParser, format_event
-from convtap.wire.wsturn import frame_messages
+from convtap.wire.sse import SSEEvent, format_event
 
 _BARE_START = re.compile(r'\{\s*"v"\s*:\s*"')  # how a bare frame's data starts
 TAIL = 400  # characters appended after a chunk before it goes out (a secret's start is seen)
@@ -44,7 +43,6 @@ CLEAN_FROM = 1024  # characters: an event's data this long, once found clean, is
 CLEAN_BUDGET = 1 << 22  # characters of such data remembered, at most (the oldest go first)
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
-KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
 ANY_ITEM = object()  # a string whose item is not known: the next `*.delta` continues it
 
 
@@ -228,18 +226,16 @@ class StreamRedaction:
         text: str,
         events: Sequence[SSEEvent],
         keep: Keep,
-        appended: Appended | None = None,
+        appended: Appended,
         unread: bool = True,
         unread_text: str | None = None,
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
-        `appended` is what the decoder saw them append (else the events are read for it);
+        `appended` is what the decoder saw them append (`frames.appended` without one);
         `unread` is False when the text is known to hold no line the decoder does not read
         (a comment, another field), and `unread_text` those lines when the parser knows them."""
         if unread:
             text = self.redactor.unread(text, unread_text)
-        if appended is None:  # (a WebSocket's stream items: read here as `_event` reads them)
-            appended = _appended(events)
         # bare frames the decoder did not take as appends (no append open) are pieces too to
         # a look (`_event`): their text is searched with the rest
         pieces = "".join([*appended.pieces, *_bare_frames(appended.others)])
@@ -373,24 +369,6 @@ class StreamRedaction:
         return event._replace(data=dumps({**redacted, holder: value[holder]}) or event.data)
 
 
-def _appended(events: Sequence[SSEEvent]) -> Appended:
-    """What events no decoder read append (bare frames, appends: their strings and paths), and
-    the data of the others."""
-    found = Appended([], [], [])
-    for event in events:
-        value = loads_or_none(event.data) if event.event == "delta" else None
-        value = value if isinstance(value, dict) else {}
-        piece, path = value.get("v"), value.get("p")
-        if isinstance(piece, str) and len(value) == 1:
-            found.pieces.append(piece)
-        elif isinstance(piece, str) and isinstance(path, str) and value.get("o") == "append":
-            found.pieces.append(piece)
-            found.paths.append(dumps(path) or "")
-        else:
-            found.others.append(event.data)
-    return found
-
-
 def _strings(events: Sequence[SSEEvent]) -> list[str]:
     """The text each string gets from events that append to several in turn (explicit appends,
     and the bare frames after each)."""
@@ -442,50 +420,3 @@ def _parsed(data: str) -> object:
         return loads(data)
     except (ValueError, RecursionError):
         return None
-
-
-@dataclass
-class FrameRedaction:
-    """A WebSocket's server frames as stored. A turn continued there streams its text in the
-    stream items of many frames, so a secret may be cut across frames as across chunks: the
-    items' SSE text goes through one `StreamRedaction` (one frame held back), and each frame is
-    written with its items' text as redacted there (then redacted as a frame: keys, values)."""
-
-    redactor: Redactor
-    stream: StreamRedaction = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.stream = StreamRedaction(self.redactor)
-
-    def frame(self, at: float, text: str, keep: KeepFrame) -> None:
-        value = loads_or_none(text)
-        items = _stream_items(value)
-        if not items:  # another topic, a heartbeat: the turn's held frames wait on
-            keep(at, self.redactor.text(text))
-            return
-        sse = "".join(item["encoded_item"] for item in items)
-
-        def write(when: float, count: int, redacted: str) -> None:
-            if redacted == sse:
-                keep(when, self.redactor.text(text))
-                return
-            items[0]["encoded_item"] = redacted  # the items chain in order: one carries it all
-            for item in items[1:]:
-                item["encoded_item"] = ""
-            keep(when, self.redactor.text(dumps(value) or text))
-
-        self.stream.chunk(at, sse, SSEParser().feed(sse.encode()), write)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-def _stream_items(frame: object) -> list[dict[str, Any]]:
-    """The stream items (turn topics' SSE slices) a frame carries, in frame order."""
-    found = []
-    for message, _ in frame_messages(frame if isinstance(frame, list) else []):
-        payload = message.get("payload")
-        inner = payload.get("payload") if isinstance(payload, dict) else None
-        if isinstance(inner, dict) and isinstance(inner.get("encoded_item"), str):
-            found.append(inner)
-    return found
