@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import MITMDUMP, burst_upstream, capture_bytes, peak_mb_while
+from tests.harness import MITMDUMP, burst_upstream, capture_bytes, events_sql, peak_mb_while
 from tests.runner import convtap
 from tests.seeds import SSE, call_and_return_har, har_entry, user_turn
 
@@ -1053,6 +1054,338 @@ def test_no_kind_of_secret_is_in_the_database_the_report_or_an_export(
     parts = (secret, secret[-12:])  # the end too: a Stripe key lost only its first 24
     leaks = [where for where, data in outputs_of_uncaught.items() if any(p in data for p in parts)]
     assert leaks == []
+
+
+# -- no secret hidden by how JSON writes it -------------------------------------------------------
+
+OPENAI_KEY = "sk-proj-" + "Tq7Zr2Lm9Xc4Vb8Nn1Hs6Kd3Pf5Gw0Jy" * 4
+# Where a secret was stored in clear because of how it was written: name -> (secret, where).
+HIDDEN = {
+    "a key of the request's object": (OPENAI_KEY, "request-key"),
+    "a key of an event's object": ("sk-ant-api03-" + "Rb5Yq8Wn2Ce7Ux4Mk" * 5 + "AA", "event-key"),
+    "escaped in an event that is not JSON": ("ghp_Fe9Ws2Qa7Zx4Cv1Bn8Mk3Lp6Jh0Gt5Rd2Ysq", "unread"),
+    "a tool result that is a JSON array": ("arrayRESULTpass0001", "output:array"),
+    "a tool result encoded twice": ("twiceRESULTpass0002", "output:twice"),
+    "a tool result after a line break": ("breakRESULTsecret0003", "output:break"),
+    "arguments streaming JSON text": ("nestedARGSapikey0004", "arguments:nested"),
+    "arguments streaming a unicode escape": ("hf_Pk4Ns7Ud1Rv8Xe2Wm5Ta9Qc3Lb6Jg0Hy", "arguments:u"),
+    "arguments streaming an escaped URL": ("slashARGSpassword0005", "arguments:slash"),
+}
+
+
+def escaped(secret: str) -> str:
+    """A secret as JSON text may write it: its first character a `\\u` escape."""
+    return f"\\u{ord(secret[0]):04x}{secret[1:]}"
+
+
+def hidden_arguments(where: str, secret: str) -> str:
+    """A function call's arguments (JSON text) that hide `secret` as `where` says."""
+    if where == "arguments:nested":
+        return json.dumps({"cmd": json.dumps({"api_key": secret})})
+    if where == "arguments:u":
+        return '{"key": "' + escaped(secret) + '"}'
+    return json.dumps({"url": f"https://me:{secret}@db.example/x"}).replace("/", "\\/")
+
+
+def hidden_output(where: str, secret: str) -> str:
+    """A tool's result (a string) that hides `secret` as `where` says."""
+    if where == "output:array":
+        return json.dumps([{"name": "db", "passphrase": secret}])
+    if where == "output:twice":
+        return json.dumps(json.dumps({"pass": secret}))
+    return "\n" + json.dumps({"client_secret": secret})
+
+
+def responses_stream(arguments: str) -> bytes:
+    """A Responses stream whose function call's arguments come in 4-character deltas."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "run",
+            "arguments": ""}  # fmt: skip
+    values = [{"type": "response.created", "response": {"id": "resp_1", "output": []}},
+              {"type": "response.output_item.added", "output_index": 0, "item": item}]  # fmt: skip
+    values += [{"type": "response.function_call_arguments.delta", "output_index": 0,
+                "item_id": "fc_1", "delta": arguments[i : i + 4]}
+               for i in range(0, len(arguments), 4)]  # fmt: skip
+    values.append({"type": "response.completed", "response": {"id": "resp_1", "output": []}})
+    return "".join(f"event: {v['type']}\ndata: {json.dumps(v)}\n\n" for v in values).encode()
+
+
+def hidden_entry(n: int, secret: str, where: str) -> dict[str, object]:
+    """A flow of its own (no hint of one case helps another) that hides `secret`."""
+    at = f"2026-11-30T11:00:{n:02d}.000Z"
+    if where.startswith(("output:", "arguments:")):
+        output = hidden_output(where, secret) if where.startswith("output:") else "ok"
+        request = {"model": "gpt-5", "stream": True, "input": [
+            {"type": "function_call_output", "call_id": "call_0", "output": output}]}  # fmt: skip
+        arguments = hidden_arguments(where, secret) if where.startswith("arguments:") else "{}"
+        return har_entry("https://api.openai.com/v1/responses", request,
+                         responses_stream(arguments), at)  # fmt: skip
+    request = user_turn("hello")
+    if where == "request-key":
+        request["messages"][0]["metadata"] = {secret: "seen"}
+    body = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    if where == "event-key":
+        body += 'data: {"type": "server_ste_metadata", "extra": {"' + secret + '": 1}}\n\n'
+    if where == "unread":  # cut short: it never parses
+        body += 'data: {"type": "server_ste_metadata", "note": "' + escaped(secret) + "\n\n"
+    url = "https://chatgpt.com/backend-api/f/conversation"
+    return har_entry(url, request, (body + "data: [DONE]\n\n").encode(), at)
+
+
+def appended_text(data: bytes) -> str:
+    """What the deltas in `data` append, put back together, as it is and with two levels of
+    JSON escapes undone: where a secret cut into pieces would show whole."""
+    pieces = re.findall(rb'"(?:v|delta)": ?"((?:[^"\\]|\\.)*)"', data)
+    text = "".join(json.loads(b'"' + piece + b'"') for piece in pieces)
+    levels = [text]
+    for _ in range(2):
+        levels.append(levels[-1].replace('\\"', '"').replace("\\\\", "\\").replace("\\/", "/"))
+    return "\n".join(levels)
+
+
+@pytest.fixture(scope="module")
+def outputs_of_hidden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The hidden secrets' flows imported; the database, the text its deltas append, the
+    report, the exports and the shapes."""
+    folder = tmp_path_factory.mktemp("hidden")
+    entries = [hidden_entry(n, *case) for n, case in enumerate(HIDDEN.values())]
+    har = folder / "hidden.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": entries,
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = folder / "hidden.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    outputs = {"db": capture_bytes(db)}
+    outputs["appended"] = appended_text(outputs["db"]).encode()
+    assert convtap("report", "--db", str(db), "--output", str(folder / "r.html")).returncode == 0
+    outputs["report"] = (folder / "r.html").read_bytes()
+    for flags in ([], ["--shape-only"]):
+        out = folder / f"export{len(outputs)}.har"
+        assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
+        outputs[" ".join(["export", *flags])] = out.read_bytes()
+    outputs["shapes"] = convtap("shapes", str(db)).stdout.encode()
+    assert outputs["db"].count(b"<redacted:") >= len(HIDDEN)
+    return outputs
+
+
+@pytest.mark.parametrize("case", sorted(HIDDEN))
+def test_no_secret_is_hidden_from_redaction_by_how_json_writes_it(
+    outputs_of_hidden: dict[str, bytes], case: str
+) -> None:
+    """A secret used as an object's key, written with a `\\u` escape or `\\/`, or inside JSON
+    text carried in a string (an array, a string encoded twice, after a line break; a call's
+    arguments as they stream): each was stored in clear, or in pieces the deltas put together,
+    and went on into the report, the exports (`--shape-only` too) and the shapes."""
+    secret = HIDDEN[case][0].encode()
+    runs = {secret[i : i + 10] for i in range(8, len(secret) - 9)}  # past a kind's prefix
+    leaks = [where for where, data in outputs_of_hidden.items() if any(r in data for r in runs)]
+    assert leaks == []
+
+
+def test_a_secret_in_bare_frames_no_append_takes_is_redacted_across_pieces(tmp_path: Path) -> None:
+    """Bare frames sent when no append is open (after a patch of the root) are no text to the
+    decoder, but their strings still put a secret together: cut across the import's pieces (as
+    across network chunks live), the frames after the cut were never looked at, and the raw
+    events kept the key in clear, a few characters a frame."""
+    from convtap.record.flows import PIECE
+
+    secret = OPENAI_KEY
+    head = (SSE / "plain_answer.sse").read_bytes().replace(b"data: [DONE]\n\n", b"")
+
+    def body(filler: int) -> tuple[bytes, int]:
+        """The stream, and where the frame holding the secret's 20th character starts."""
+        text = "x" * filler + " my key: " + secret + " and that is all" + " words" * 100
+        frames = [b'event: delta\ndata: {"v": %s}\n\n' % json.dumps(text[i : i + 3]).encode()
+                  for i in range(0, len(text), 3)]  # fmt: skip
+        at = (filler + len(" my key: ") + 20) // 3
+        return head + b"".join(frames) + b"data: [DONE]\n\n", len(head) + sum(map(len, frames[:at]))
+
+    stream = next(b for n in range(0, 3 * PIECE, 3) if (b := body(n))[1] > PIECE)[0]
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(stream)
+    db = tmp_path / "frames.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    text = appended_text(capture_bytes(db))
+    assert "<redacted:" in text
+    assert not any(secret[i : i + 10] in text for i in range(8, len(secret) - 9))
+
+
+def test_decode_prints_no_secret_an_event_carries_as_its_type_or_a_key(tmp_path: Path) -> None:
+    """`convtap decode` lists the kinds of events it saw: an event's `type`, an other event's
+    keys, counted before they were redacted, so the text printed the secret in clear."""
+    typed = "hf_" + "Vd3Rk8Zq1Wy6Tn4Mb9Lc2Xs7" * 2
+    keyed = "sk-ant-api03-" + "Gu5Jp0Hc8Fv3Nq6Dw1Ez" * 5
+    head = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    raw = tmp_path / "kinds.sse"
+    raw.write_text(head + f'data: {{"type": "{typed}"}}\n\ndata: {{"{keyed}": 1}}\n\n'
+                   "data: [DONE]\n\n")  # fmt: skip
+    for fmt in ("text", "json"):
+        ran = convtap("decode", "--format", fmt, str(raw))
+        assert ran.returncode == 0 and "<redacted:" in ran.stdout, ran.stderr
+        assert typed[3:20] not in ran.stdout and keyed[13:30] not in ran.stdout
+
+
+def handoff_with(pieces: list[str], spell: object) -> list[str]:
+    """The example handoff's WebSocket frames, the stream item that writes "uma plani" replaced
+    by one frame per piece (its SSE text as `spell` writes it), chained after it."""
+    frames = [
+        json.loads(line) for line in (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
+    ]
+    at = next(i for i, frame in enumerate(frames) if "uma plani" in json.dumps(frame))
+    del frames[at + 1]  # its catch-up copy
+    for frame in frames[at + 1 :]:  # the frames after it move on, their items chained after
+        frame[0]["offset"] += len(pieces) if frame[0]["offset"] > frames[at][0]["offset"] else 0
+        inner = frame[0]["payload"]["payload"]
+        if inner.get("parent_stream_item_id") == "si-4":
+            inner["parent_stream_item_id"] = f"si-4.{len(pieces) - 1}"
+    copies = []
+    for n, piece in enumerate(pieces):
+        copy = json.loads(json.dumps(frames[at]))
+        copy[0]["offset"] += n
+        inner = copy[0]["payload"]["payload"]
+        inner["encoded_item"] = spell(json.dumps(piece))  # type: ignore[operator]
+        if n:
+            inner["stream_item_id"] = f"si-4.{n}"
+            inner["parent_stream_item_id"] = "si-4" + (f".{n - 1}" if n > 1 else "")
+        copies.append(copy)
+    frames[at : at + 1] = copies
+    return [json.dumps(frame) for frame in frames]
+
+
+def stream_items_text(db: Path) -> str:
+    """What the bare frames in the stream items of a capture's WebSocket frames append."""
+    with contextlib.closing(events_sql(sqlite3.connect(db))) as conn:
+        rows = conn.execute("SELECT convtap_event(data, raw) FROM events ORDER BY flow_id, seq")
+        frames = [json.loads(data) for (data,) in rows if data.startswith("[")]
+    items = "".join(m["payload"]["payload"].get("encoded_item", "") for frame in frames
+                    for m in frame if "payload" in m.get("payload", {}))  # fmt: skip
+    values = []
+    for line in items.splitlines():
+        with contextlib.suppress(ValueError):
+            values.append(json.loads(line.removeprefix("data:")))
+    return "".join(v["v"] for v in values if isinstance(v, dict) and isinstance(v.get("v"), str))
+
+
+SSE_SPELLINGS = {
+    "crlf": lambda piece: f'event: delta\r\ndata: {{"v": {piece}}}\r\n\r\n',
+    "no-space": lambda piece: f'event:delta\ndata:{{"v": {piece}}}\n\n',
+    "spaced-json": lambda piece: f'event: delta\ndata: {{ "v" : {piece} }}\n\n',
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(SSE_SPELLINGS))
+def test_a_secret_cut_across_websocket_stream_items_in_any_sse_spelling_is_redacted(
+    tmp_path: Path, spelling: str
+) -> None:
+    """A turn continued on the user WebSocket writes its text in stream items of 2 characters
+    each (no one with a hint of a key), in SSE as it may be written: CRLF line ends, `data:`
+    with no space, spaces in the JSON. Its text was found only in one spelling, so the raw
+    frames kept the key, 2 characters a frame (the message was redacted)."""
+    text = "my key is " + OPENAI_KEY + " and that is all" + " more" * 100
+    frames = handoff_with([text[i : i + 2] for i in range(0, len(text), 2)],
+                          SSE_SPELLINGS[spelling])  # fmt: skip
+    turn = har_entry("https://chatgpt.com/backend-api/f/conversation", user_turn(),
+                     (SSE / "handoff_ws.sse").read_bytes(), "2026-11-30T12:00:00.000Z")  # fmt: skip
+    request = {k: v for k, v in turn["request"].items() if k != "postData"}
+    messages = [{"type": "receive", "time": 1.9e9 + n / 1000, "opcode": 1, "data": frame}
+                for n, frame in enumerate(frames)]  # fmt: skip
+    socket = {**turn, "startedDateTime": "2026-11-30T12:00:01.000Z",
+              "request": {**request, "method": "GET",
+                          "url": "wss://chatgpt.com/backend-api/ws/user/user-1"},
+              "response": {**turn["response"], "status": 101, "headers": [],
+                           "content": {"size": 0, "mimeType": "x"}},
+              "_webSocketMessages": messages}  # fmt: skip
+    har = tmp_path / "ws.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [turn, socket],
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = tmp_path / "ws.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    appended = stream_items_text(db)
+    assert "my key is " in appended
+    assert not any(OPENAI_KEY[i : i + 10] in appended for i in range(8, len(OPENAI_KEY) - 9))
+
+
+def test_the_headers_an_mcp_tool_sends_are_kept_as_headers_are(tmp_path: Path) -> None:
+    """A Responses request's MCP tool carries the HTTP headers to send its server (the way it
+    authenticates): one under a name no secret key has was stored in clear, and exported."""
+    key = "mcpHEADERvalue" + "Zx81Qw" * 4
+    tool = {"type": "mcp", "server_label": "crm", "server_url": "https://mcp.example/sse",
+            "headers": {"X-Crm-Auth": key, "Content-Type": "application/json"}}  # fmt: skip
+    request = {"model": "gpt-5", "stream": True, "input": "hi", "tools": [tool]}
+    entry = har_entry("https://api.openai.com/v1/responses", request, responses_stream("{}"),
+                      "2026-11-30T12:30:00.000Z")  # fmt: skip
+    har = tmp_path / "mcp.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [entry],
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = tmp_path / "mcp.db"
+    assert convtap("import", str(har), "--db", str(db)).returncode == 0
+    outputs = [capture_bytes(db)]
+    for flags in ([], ["--shape-only"]):
+        out = tmp_path / f"export{len(outputs)}.har"
+        assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
+        outputs.append(out.read_bytes())
+    assert not any(key[4:].encode() in data for data in outputs)
+    assert b"application/json" in outputs[0] and b"<redacted:" in outputs[0]
+
+
+def explicit_appends(text: str, between: str | None) -> bytes:
+    """A turn whose text comes in 3-character appends that each name their path (no bare
+    frame), each followed, when `between` is given, by an append to that other path."""
+    head = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    events = []
+    for i in range(0, len(text), 3):
+        events.append({"p": "/message/content/parts/0", "o": "append", "v": text[i : i + 3]})
+        if between is not None:
+            events.append({"p": between, "o": "append", "v": "z"})
+    frames = "".join(f"event: delta\ndata: {json.dumps(e)}\n\n" for e in events)
+    return (head + frames + "data: [DONE]\n\n").encode()
+
+
+@pytest.mark.parametrize("between", [None, "/message/metadata/note"])
+def test_a_secret_in_appends_that_each_name_their_path_is_redacted(
+    tmp_path: Path, between: str | None
+) -> None:
+    """Text appended by deltas that each name their path, rather than by bare frames: each
+    began a new string to the redaction, so a key cut across them was never put back together
+    and stayed in the raw events, 3 characters an event; appends to another string between
+    them cut it apart too."""
+    raw = tmp_path / "turn.sse"
+    raw.write_bytes(explicit_appends("my key is " + OPENAI_KEY + " and that is all", between))
+    db = tmp_path / "appends.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    with contextlib.closing(events_sql(sqlite3.connect(db))) as conn:
+        rows = conn.execute("SELECT convtap_event(data, raw) FROM events ORDER BY seq")
+        stored = "".join(data for (data,) in rows)
+    values = [json.loads(line[6:]) for line in stored.splitlines() if line.startswith("data: {")]
+    text = "".join(v["v"] for v in values if v.get("p") == "/message/content/parts/0")
+    assert "my key is <redacted:" in text
+    assert not any(OPENAI_KEY[i : i + 10] in text for i in range(8, len(OPENAI_KEY) - 9))
+
+
+def test_a_decode_error_quotes_no_secret_cut_short(tmp_path: Path) -> None:
+    """A decode error quotes the start of what it could not read (80 characters of an event
+    that is no JSON object, 60 of arguments whose deltas disagree with `.done`): a key the cut
+    fell in no longer looked like one, so its first characters were stored and printed in clear."""
+    head = (SSE / "plain_answer.sse").read_text().replace("data: [DONE]\n\n", "")
+    data = json.dumps("note " + "x" * 52 + " " + OPENAI_KEY)  # the key crosses character 80
+    (tmp_path / "event.sse").write_text(f"{head}data: {data}\n\ndata: [DONE]\n\n")
+    arguments = json.dumps({"x": "y" * 30 + " " + OPENAI_KEY})  # it crosses character 60
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}
+    events = [{"type": "response.created", "response": {"id": "resp_1"}},
+              {"type": "response.output_item.added", "output_index": 0, "item": item},
+              {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+               "output_index": 0, "delta": arguments},
+              {"type": "response.function_call_arguments.done", "item_id": "fc_1",
+               "output_index": 0, "arguments": arguments + " "}]  # fmt: skip
+    (tmp_path / "args.sse").write_text("".join(f"data: {json.dumps(e)}\n\n" for e in events))
+    db = tmp_path / "errors.db"
+    outputs = []
+    for name in ("event.sse", "args.sse"):
+        assert convtap("import", str(tmp_path / name), "--db", str(db)).returncode == 0
+        for fmt in ("text", "json"):
+            ran = convtap("decode", "--format", fmt, str(tmp_path / name))
+            assert "not a JSON object" in ran.stdout or "add up to" in ran.stdout
+            outputs.append(ran.stdout.encode())
+    outputs.append(capture_bytes(db))
+    assert not any(OPENAI_KEY[8:16].encode() in data for data in outputs)
 
 
 def test_a_damaged_compressed_event_row_is_one_line_and_changes_nothing(tmp_path: Path) -> None:

@@ -165,6 +165,8 @@ def test_lines_the_decoder_does_not_read_with_a_hint_are_placeholders(text: str)
         ('{"tokens": "many", "note": "a token is here"}', []),  # not secret keys; prose
         ('{"token": 12}', []),  # not a string
         ('{"note": "' + '\\"' * 5000 + '", "token": "t3"}', ["t3"]),  # escaped quotes, read once
+        ('{"out": "[{\\"pass\\": \\"pw\\"}]"}', ["pw"]),  # JSON text in a string
+        ('{"out": "\\"{\\\\\\"pwd\\\\\\": \\\\\\"pw', ["pw"]),  # encoded twice, cut short
     ],
 )
 def test_keyed_secrets_finds_secret_keys_values_in_json_text(text: str, found: list[str]) -> None:
@@ -182,6 +184,7 @@ PROSE = [
     " msg_67ab12cd34ef56ab78cd90ef fc_68a1b2c3d4e5f6a7b8c9d0e1 conv-s user-1",
     "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 at 8.8.8.8",
     "https://example.com/search?q=aws+keys&page=2&zipcode=12345&monkey=1 and AWS; hf is a face",
+    '[1] "Quoted" text: the token: the next word, C:\\Users\\key\\pass and \\u00e9 \\"pass\\"',
 ]
 
 
@@ -196,6 +199,24 @@ def test_ordinary_prose_and_ids_are_kept(text: str) -> None:
     assert redactor.json(value) == value
     data = json.dumps({"v": text})
     assert redactor.text(data) == data
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('{"note": "\\u0073k-proj-' + "A1b2C3d4" * 4 + " and the event is cut", "A1b2C3d4"),
+        ('{"url": "https:\\/\\/me:pw123456@db.example\\/x"}', "pw123456"),
+        # a lone surrogate (half of an escaped emoji) in what is hashed
+        ('{"note": "https://x.example/cb?code=\\ud83d\\ude00cd1234 cut', "cd1234"),
+        ('{"note": "{\\"api_key\\": \\"kEy123456\\"}" cut', "kEy123456"),
+    ],
+)
+def test_a_secret_hidden_by_json_escapes_is_found(text: str, secret: str) -> None:
+    """Text that is not read as JSON (an event cut short): the secret shows only once its
+    escapes are undone, and is cut from the text as it came."""
+    out = Redactor(b"k" * 32).scrub(text)
+    assert "<redacted:" in out and secret not in out, out
+    assert out.startswith('{"') and out.endswith(text[-4:])
 
 
 def _spellings(name: str) -> list[str]:

@@ -71,11 +71,12 @@ class Spool:
         """Values, redacted (looked at together: most hold nothing to redact)."""
         if not values:
             return
-        if self.kind is not None:
-            self.kinds.update(map(self.kind, values))
         lines = b"\n".join(_dumped(values))
         if self.redact.may_hold_secret(lines.decode("utf-8", "surrogatepass")):
-            lines = b"\n".join(_dumped(list(map(self.redact.json, values))))
+            values = list(map(self.redact.json, values))
+            lines = b"\n".join(_dumped(values))
+        if self.kind is not None:  # counted as redacted: a kind is printed
+            self.kinds.update(map(self.kind, values))
         self.file.write(lines)
         self.file.write(b"\n")
         self.count += len(values)

@@ -26,8 +26,8 @@ from convtap.journal.events import (
 from convtap.record.conversation import ConversationSide, Turn
 from convtap.record.output import Output, Sink
 from convtap.record.responses import ResponsesSide
+from convtap.redact.frames import FrameRedaction
 from convtap.redact.redactor import Redactor
-from convtap.redact.stream import FrameRedaction
 from convtap.store.rows import FlowRow
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import (

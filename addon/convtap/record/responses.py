@@ -208,10 +208,11 @@ class ResponsesSide:
             socket.streaming[lane] = (turn, ResponsesDecoder())
         streaming = socket.streaming.get(lane)
         sse = SSEEvent("message", text)  # its type is in its data
-        appended = None  # outside a response: the redaction reads the frame itself
+        appended = Appended([], [], [])
         if streaming is not None:
-            appended = Appended([], [], [])
             streaming[1].feed_all([sse], (), appended)
+        else:  # outside a response: no piece of a string
+            appended.others.append(text)
         out = self.out
 
         def keep(when: float, count: int, redacted: str) -> None:  # one frame, as SSE text

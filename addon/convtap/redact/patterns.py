@@ -37,6 +37,7 @@ from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 
 from convtap.wire.jsonvalue import REDACTED
+from convtap.redact.escapes import Decoded
 
 PLACEHOLDER_PREFIX = "<redacted:"
 PLACEHOLDER = REDACTED
@@ -220,11 +221,14 @@ _HARMLESS = ('"cot_token"', '"user_visible_token"', '"final_channel_token"', '"l
 
 # What the search looks for to tell that a secret key may be named: a part of every name in
 # KEY_PARTS (spelled with `-`, `_` or a space) and EXACT_KEYS, as a JSON key (`"verify"`,
-# `"Api Key"`) or as a segment of a delta's path (`"p": "/message/metadata/verify"`, `…/auth/x`).
+# `"Api Key"`) or as a segment of a delta's path (`"p": "/message/metadata/verify"`, `…/auth/x`);
+# and HTTP headers a body carries (an MCP tool's `headers`), kept as headers are.
 _KEY_HINTS = ["token", "secret", "passw", "passphrase", "authoriz", "cookie", "credential",
               "session", "challenge", "_key", 'key"', "apikey", "authkey", "privatekey",
-              'pass"', "contrase", "pwd", '"auth"', '/auth"', '/auth/', '"verify"', '/verify"',
-              '/verify/', '"auth ', ' auth"', '"verify ', ' verify"', '"pass ']  # fmt: skip
+              'pass"', "contrase", "pwd", '"auth"', '/auth"', '/auth/', '"verify"', '/verify',
+              '"auth ', ' auth"', '"verify ', ' verify"', '"pass ', '"headers"',
+              # and those ending in a quote, in JSON text carried in a string (`pass\\"`)
+              'key\\', 'pass\\', '"auth\\', '"verify\\']  # fmt: skip
 _KEY_WORDS = list(dict.fromkeys(_fold(hint) for hint in _KEY_HINTS))
 _VALUE_WORDS = [w for w in dict.fromkeys(
     _fold(word) for pattern in VALUE_PATTERNS
@@ -377,6 +381,7 @@ def _blank_markers(folded: bytes) -> bytes:
 # are never begun inside another (at an escaped quote): one pass, whatever the text.
 _JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"?')
 _COLON = re.compile(r"\s*:\s*")
+NESTED = 4  # levels of JSON text in JSON strings (or of escapes) looked into
 
 
 def is_placeholder(value: object) -> bool:
@@ -384,10 +389,11 @@ def is_placeholder(value: object) -> bool:
     return isinstance(value, str) and PLACEHOLDER.fullmatch(value) is not None
 
 
-def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
+def keyed_secrets(text: str, depth: int = 0) -> list[tuple[int, int, str]]:
     """Where the string values of secret keys sit in JSON text, whole or cut short, as JSON text
-    (escapes kept): (start, end, secret), in order. Look for `hints` first."""
-    found = []
+    (escapes kept): (start, end, secret), in order; in JSON text carried in its strings too (a
+    tool's result `"{\\"password\\": …}"`), `NESTED` deep. Look for `hints` first."""
+    found: list[tuple[int, int, str]] = []
     key: re.Match[str] | None = None  # the string before, if a colon follows it
     for string in _JSON_STRING.finditer(text):
         value = string.group(1)
@@ -396,15 +402,25 @@ def keyed_secrets(text: str) -> list[tuple[int, int, str]]:
             and value and is_secret_key(_unescaped(key.group(1))) and not is_placeholder(value)
         ):  # fmt: skip
             found.append((*string.span(1), value))
+        elif '\\"' in value and depth < NESTED:
+            inner = Decoded(value)
+            found += [(string.start(1) + inner.position(a), string.start(1) + inner.position(b), s)
+                      for a, b, s in keyed_secrets(inner.text, depth + 1)]  # fmt: skip
         key = string
     return found
 
 
-def find_secrets(text: str, *, keyed: bool = False) -> list[tuple[int, int, str]]:
-    """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart.
-    `keyed`: the text may be JSON text, and the values of its secret keys count too."""
+def find_secrets(text: str, *, keyed: bool = False, depth: int = 0) -> list[tuple[int, int, str]]:
+    """Where secret-shaped values sit in plain text: (start, end, secret), in order, apart;
+    found in the text with its JSON escapes decoded too (`\\u0073k-…`, `\\/`, `\\"`), `NESTED`
+    deep. `keyed`: the text may be JSON text, and the values of its secret keys count too."""
     folded = text.lower().encode("utf-8", "surrogatepass").replace(b"-", b"_")
     found: list[tuple[int, int, str]] = keyed_secrets(text) if keyed else []
+    if "\\" in text and depth < NESTED:
+        inner = Decoded(text)
+        if inner.text != text:
+            found += [(inner.position(a), inner.position(b), secret)
+                      for a, b, secret in find_secrets(inner.text, depth=depth + 1)]  # fmt: skip
     hinted = {n for hint, _, _ in _PATTERN_HINTS.find_matches_as_indexes(folded, overlapping=True)
               for n in _PATTERNS_OF[hint]}  # fmt: skip
     for n in sorted(hinted):

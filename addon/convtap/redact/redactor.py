@@ -5,6 +5,7 @@ flows) stays visible while the secret does not. What is secret is `patterns`' to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -48,7 +49,8 @@ class Redactor:
         self._key = redaction_key() if key is None else key
 
     def placeholder(self, secret: str | bytes) -> str:
-        raw = secret.encode() if isinstance(secret, str) else secret
+        # (a lone surrogate: a `\\ud83d` escape decoded on its own)
+        raw = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
         digest = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:12]
         return f"{PLACEHOLDER_PREFIX}{digest}>"
 
@@ -95,12 +97,15 @@ class Redactor:
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for key, item in value.items():
+                name = self.scrub(key) if scrub and not _clean_name(key) else key  # a key too
                 if is_secret_key(key) and _holds_secret(item):
-                    out[key] = self.placeholder(_secret_text(item))
+                    out[name] = self.placeholder(_secret_text(item))
+                elif key == "headers" and isinstance(item, dict):  # HTTP headers (an MCP tool's)
+                    out[name] = self._header_object(item, scrub)
                 elif key == "encoded_item" and isinstance(item, str):
-                    out[key] = self.sse_text(item)  # SSE text carried by a WebSocket frame
+                    out[name] = self.sse_text(item)  # SSE text carried by a WebSocket frame
                 else:
-                    out[key] = self._walk(item, scrub)
+                    out[name] = self._walk(item, scrub)
             path = value.get("p")
             item = value.get("v")
             if _holds_secret(item):
@@ -117,7 +122,7 @@ class Redactor:
         if isinstance(value, list):
             return [self._walk(item, scrub) for item in value]
         if isinstance(value, str):
-            if value[:1] == "{":  # JSON in a string: a call's arguments (maybe cut short)
+            if _may_be_json(value):  # JSON in a string: a call's arguments (maybe cut short)
                 return self._json_text(value, scrub)
             if scrub:
                 return self.scrub(value)
@@ -152,7 +157,7 @@ class Redactor:
         else:
             keys, scrub = hints(raw)
         stored = self._walk(message, scrub) if keys or scrub else message
-        if text[:1] == "{":
+        if _may_be_json(text):
             text = self._json_text(text, scrub)
         elif scrub:
             text = self.scrub(text)
@@ -251,15 +256,19 @@ class Redactor:
         return "".join(out)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [
-            (
-                name,
-                self.scrub(value)
-                if name.lower() in HEADER_ALLOW_LIST or is_placeholder(value)
-                else self.placeholder(value),
-            )
-            for name, value in headers
-        ]
+        return [(name, self._header(name, value)) for name, value in headers]
+
+    def _header_object(self, headers: dict[str, Any], scrub: bool) -> dict[str, Any]:
+        return {
+            name: self._header(name, value) if isinstance(value, str) else self._walk(value, scrub)
+            for name, value in headers.items()
+        }
+
+    def _header(self, name: str, value: str) -> str:
+        """A header's value as kept: scrubbed when the allow-list keeps it, else replaced."""
+        if name.lower() in HEADER_ALLOW_LIST or is_placeholder(value):
+            return self.scrub(value)
+        return self.placeholder(value)
 
     def url(self, url: str) -> str:
         """A URL whose secret query parameters (the WebSocket `verify` token) are replaced and
@@ -346,6 +355,21 @@ def chosen(redact: bool = True) -> Redactor:
     except (OSError, UnicodeError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise UnusableKey(f"cannot use the redaction key {key_file()}: {why}") from None
+
+
+def _may_be_json(text: str) -> bool:
+    """Whether a string may hold JSON text (an object, an array, or a string holding more JSON
+    text: a tool's result encoded twice), to be read as such."""
+    return text[:1] in _JSON_STARTS or (text[:1].isspace() and text.lstrip()[:1] in _JSON_STARTS)
+
+
+_JSON_STARTS = frozenset('{["')
+
+
+@functools.lru_cache(maxsize=4096)  # a message's keys are the same few names again and again
+def _clean_name(key: str) -> bool:
+    """A key that is no secret itself (a server may put one there)."""
+    return not find_secrets(key)
 
 
 def _holds_secret(value: object) -> bool:

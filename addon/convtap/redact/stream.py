@@ -30,15 +30,9 @@ from convtap.redact.redactor import Redactor, StreamState
 from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.responses import delta_text
-from convtap.wire.sse import SSEEvent, SSEParser, format_event
-from convtap.wire.wsturn import frame_messages
+from convtap.wire.sse import SSEEvent, format_event
 
-# A delta ending in a string `v` (a bare frame, an append, ...) as the server writes it; the
-# string's JSON text (escapes kept) in group 2: what is appended, put back together.
-_STRING_DELTA = re.compile(
-    r'event: delta\ndata: \{(?:"p": ?("[^"\\\n]*"), ?"o": ?"append", ?)?'
-    r'"v": ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\}\n\n'
-)
+_BARE_START = re.compile(r'\{\s*"v"\s*:\s*"')  # how a bare frame's data starts
 TAIL = 400  # characters appended after a chunk before it goes out (a secret's start is seen)
 LONGEST = 8192  # characters of one secret seen whole across what went out (a PEM key: ~3,300)
 NEAR = 64  # characters after the end of a secret found that may still belong to it (an END line)
@@ -49,7 +43,6 @@ CLEAN_FROM = 1024  # characters: an event's data this long, once found clean, is
 CLEAN_BUDGET = 1 << 22  # characters of such data remembered, at most (the oldest go first)
 
 Keep = Callable[[float, int, str], None]  # (time, events, text): one raw row
-KeepFrame = Callable[[float, str], None]  # (time, frame text): one raw row
 ANY_ITEM = object()  # a string whose item is not known: the next `*.delta` continues it
 
 
@@ -152,6 +145,34 @@ class _Run:
         return spans[-1][1] > len(whole) - NEAR
 
 
+class _Runs:
+    """The strings a look's pieces append to, each put back together on its own: appends to
+    two strings in turn (two paths, two Responses items) neither join nor cut one another."""
+
+    __slots__ = ("current", "runs")
+
+    def __init__(self, first: _Run) -> None:
+        self.current = first  # the one bare frames go on appending to
+        self.runs = [first]
+
+    def to(self, item: object) -> _Run:
+        """The run of the string `item` names, made current (a new one for None: a string
+        set whole, or one whose start is not known)."""
+        run = self.current
+        if item is not None and (item == run.item or run.item is ANY_ITEM):
+            run.item = item
+            return run
+        found = None if item is None else next((r for r in self.runs if r.item == item), None)
+        self.current = found or _Run(item)
+        if found is None:
+            self.runs.append(self.current)
+        return self.current
+
+    def close(self, out: list[SSEEvent], redactor: Redactor) -> bool:
+        """Each run cut; True when a secret found in one ends NEAR its end (it may go on)."""
+        return any([run.close(out, redactor) for run in self.runs])
+
+
 class _CleanTexts:
     """Events' data already searched and found to hold no hint of a secret, remembered (up to
     CLEAN_BUDGET characters, the oldest forgotten first) so that what streams repeat is not
@@ -205,36 +226,34 @@ class StreamRedaction:
         text: str,
         events: Sequence[SSEEvent],
         keep: Keep,
-        appended: Appended | None = None,
+        appended: Appended,
         unread: bool = True,
         unread_text: str | None = None,
     ) -> None:
         """A chunk's complete events: held back, and what was held long enough goes out.
-        `appended` is what the decoder saw them append (else the text is searched for it);
+        `appended` is what the decoder saw them append (`frames.appended` without one);
         `unread` is False when the text is known to hold no line the decoder does not read
         (a comment, another field), and `unread_text` those lines when the parser knows them."""
         if unread:
             text = self.redactor.unread(text, unread_text)
-        if appended is None:
-            # the rest, an append's path (or None for a bare frame), its string, the rest, ...
-            parts = _STRING_DELTA.split(text)
-            pieces = "".join(parts[2::3])
-            rest = "".join(parts[0::3]) + "".join(filter(None, parts[1::3]))
-        else:
-            pieces = "".join(appended.pieces)
-            # each path as the JSON string it came in: its last segment is a key there
-            others = [data for data in appended.others if data not in _SEEN_CLEAN]
-            # one event's data to a line: no marker or hint is made across two of them
-            rest = "\n".join(others) + "".join(f'\n"{path}"' for path in appended.paths)
-        window = self.tail + pieces
+        # bare frames the decoder did not take as appends (no append open) are pieces too to
+        # a look (`_event`): their text is searched with the rest
+        pieces = "".join([*appended.pieces, *_bare_frames(appended.others)])
+        others = [data for data in appended.others if data not in _SEEN_CLEAN]
+        # one event's data to a line: no marker or hint is made across two of them; each path
+        # as the JSON string it came in: its last segment is a key there
+        rest = "\n".join(others) + "".join(f'\n"{path}"' for path in appended.paths)
+        window = searched = self.tail + pieces
+        if len(set(appended.paths)) > 1:  # appends to strings in turn: each searched whole too
+            searched = "\n".join([window, *_strings(events)])
         keys, values = hints(rest)
-        if appended is not None and not keys and not values:
+        if not keys and not values:
             _SEEN_CLEAN.add(others)
         # The appended text may be JSON text (a call's arguments): a secret key named there
         # counts, once its look is confirmed (prose says "token" often).
-        appended_keys, appended_values = hints(window)
+        appended_keys, appended_values = hints(searched)
         values = values or appended_values
-        keys = keys or (appended_keys and bool(keyed_secrets(window)))
+        keys = keys or (appended_keys and bool(keyed_secrets(searched)))
         self.tail = window[-TAIL:]
         self.hinted(keys, values)
         before = _carry(self.held[-1].after) if self.held else self.carry
@@ -282,17 +301,18 @@ class StreamRedaction:
         the text that runs of pieces append, put back together, across them)."""
         state = StreamState()
         state.secret_path = self.carry.secret_path
-        run = _Run(self.carry.item, self.carry.text)
+        runs = _Runs(_Run(self.carry.item, self.carry.text))
         out: list[SSEEvent] = []
         for held in self.held:
             if held.parsed is None:
                 held.parsed = [_parsed(event.data) for event in held.events]
             for event, value in zip(held.events, held.parsed, strict=True):
-                run = self._event(event, value, out, run, state, scrub)
+                self._event(event, value, out, runs, state, scrub)
+            run = runs.current
             held.after = _Mark(state.secret_path, run.item, run, len(run.pieces))
-        self.open = run.close(out, self.redactor)
-        if run.after is not None and not self.open:  # what is left to look for starts after it
-            self.tail = run.after[-TAIL:]
+        self.open = runs.close(out, self.redactor)
+        if runs.current.after is not None and not self.open:  # what is left starts after it
+            self.tail = runs.current.after[-TAIL:]
         self.state.secret_path = state.secret_path
         for held in self.held:
             count = len(held.events)
@@ -306,41 +326,35 @@ class StreamRedaction:
         event: SSEEvent,
         value: object,
         out: list[SSEEvent],
-        run: _Run,
+        runs: _Runs,
         state: StreamState,
         scrub: bool,
-    ) -> _Run:
-        """One event (and its data as JSON, never changed) redacted into `out`; the run its
-        piece joins (a new one when it starts another string)."""
+    ) -> None:
+        """One event (and its data as JSON, never changed) redacted into `out`; its piece
+        joins the run of the string it appends to."""
         if event.event not in ("delta", "message"):  # a name is searched as a value is
             event = event._replace(event=self.redactor.event_name(event.event))
         if event.event == "delta" and isinstance(value, dict):
             piece = value.get("v")
             if len(value) == 1 and isinstance(piece, str) and not state.secret_path:
-                run.pieces.append((len(out), piece, "v"))  # a bare frame (rule 2: sticky path)
+                runs.current.pieces.append((len(out), piece, "v"))  # a bare frame (rule 2)
                 out.append(event)
-                return run
+                return
             path = value.get("p")
-            if isinstance(path, str):  # an explicit path: a new string, maybe
-                run.close(out, self.redactor)
-                run = _Run()
+            if isinstance(path, str):  # an explicit path: another string, maybe
                 appends = value.get("o") == "append" and isinstance(piece, str)
                 if appends and not path_is_secret(path):
                     state.secret_path = False
                     out.append(self._all_but(event, value, "v", scrub, state))
-                    run.pieces.append((len(out) - 1, str(piece), "v"))
-                    return run
+                    runs.to(("path", path)).pieces.append((len(out) - 1, str(piece), "v"))
+                    return
+                runs.to(None)  # the string is set whole (or is a secret): none goes on
         delta = delta_text(value)
         if delta is None or not isinstance(value, dict):
             out.append(event._replace(data=self.redactor.event_text(event.data, scrub, state)))
-            return run
-        if delta[0] != run.item and run.item is not ANY_ITEM:
-            run.close(out, self.redactor)
-            run = _Run(delta[0])
-        run.item = delta[0]
+            return
         out.append(self._all_but(event, value, "delta", scrub, state))
-        run.pieces.append((len(out) - 1, delta[1], "delta"))
-        return run
+        runs.to(delta[0]).pieces.append((len(out) - 1, delta[1], "delta"))
 
     def _all_but(
         self, event: SSEEvent, value: dict[str, Any], holder: str, scrub: bool, state: StreamState
@@ -353,6 +367,34 @@ class StreamRedaction:
         if not isinstance(redacted, dict) or redacted == {**value, holder: ""}:
             return event
         return event._replace(data=dumps({**redacted, holder: value[holder]}) or event.data)
+
+
+def _strings(events: Sequence[SSEEvent]) -> list[str]:
+    """The text each string gets from events that append to several in turn (explicit appends,
+    and the bare frames after each)."""
+    strings: dict[str | None, list[str]] = {}
+    path = None
+    for event in events:
+        value = loads_or_none(event.data) if event.event == "delta" else None
+        if not isinstance(value, dict) or not isinstance(piece := value.get("v"), str):
+            continue
+        if len(value) > 1 and value.get("o") == "append" and isinstance(value.get("p"), str):
+            path = value["p"]
+        elif len(value) > 1:
+            continue
+        strings.setdefault(path, []).append(piece)
+    return ["".join(parts) for parts in strings.values()]
+
+
+def _bare_frames(datas: list[str]) -> list[str]:
+    """The strings of the bare frames (`{"v": "…"}`) among events' data."""
+    found = []
+    for data in datas:
+        if _BARE_START.match(data):  # (not an event that adds a message: `{"v": {…}}`)
+            value = loads_or_none(data)
+            if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("v"), str):
+                found.append(value["v"])
+    return found
 
 
 def _carry(after: Carry | _Mark) -> Carry:
@@ -378,50 +420,3 @@ def _parsed(data: str) -> object:
         return loads(data)
     except (ValueError, RecursionError):
         return None
-
-
-@dataclass
-class FrameRedaction:
-    """A WebSocket's server frames as stored. A turn continued there streams its text in the
-    stream items of many frames, so a secret may be cut across frames as across chunks: the
-    items' SSE text goes through one `StreamRedaction` (one frame held back), and each frame is
-    written with its items' text as redacted there (then redacted as a frame: keys, values)."""
-
-    redactor: Redactor
-    stream: StreamRedaction = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.stream = StreamRedaction(self.redactor)
-
-    def frame(self, at: float, text: str, keep: KeepFrame) -> None:
-        value = loads_or_none(text)
-        items = _stream_items(value)
-        if not items:  # another topic, a heartbeat: the turn's held frames wait on
-            keep(at, self.redactor.text(text))
-            return
-        sse = "".join(item["encoded_item"] for item in items)
-
-        def write(when: float, count: int, redacted: str) -> None:
-            if redacted == sse:
-                keep(when, self.redactor.text(text))
-                return
-            items[0]["encoded_item"] = redacted  # the items chain in order: one carries it all
-            for item in items[1:]:
-                item["encoded_item"] = ""
-            keep(when, self.redactor.text(dumps(value) or text))
-
-        self.stream.chunk(at, sse, SSEParser().feed(sse.encode()), write)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-def _stream_items(frame: object) -> list[dict[str, Any]]:
-    """The stream items (turn topics' SSE slices) a frame carries, in frame order."""
-    found = []
-    for message, _ in frame_messages(frame if isinstance(frame, list) else []):
-        payload = message.get("payload")
-        inner = payload.get("payload") if isinstance(payload, dict) else None
-        if isinstance(inner, dict) and isinstance(inner.get("encoded_item"), str):
-            found.append(inner)
-    return found

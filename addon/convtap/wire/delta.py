@@ -26,6 +26,7 @@ from convtap.wire.events import (
     MessageChanged,
     OtherEvent,
     StreamDone,
+    excerpt,
 )
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import OVERSIZED, BareRun, EventRun, Frames, SSEEvent
@@ -334,7 +335,7 @@ class DeltaDecoder:
             self.reset_state()
             return _NONE
         if type(obj) is not dict:
-            detail = f"a {event.event} event that is not a JSON object: {data[:80]}"
+            detail = f"a {event.event} event that is not a JSON object: {excerpt(data, 80)}"
             return self.record_error(index, "unexpected-value", detail)
         return self._object(obj)
 

@@ -8,6 +8,7 @@ f/conversation, `ResponsesStream` for the Responses API) have the same entry, `S
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -71,6 +72,20 @@ class StreamDone:
 DecoderEvent = (
     MessageChanged | ControlEvent | OtherEvent | ConversationSeen | StreamDone | DecodeError
 )
+
+
+_LAST_WORD = re.compile(r"[^\s\"'`,;:<>()\[\]{}]*\Z")
+
+
+def excerpt(text: str, size: int) -> str:
+    """The start of `text` (at most `size` characters) that a decode error quotes, cut before
+    the word the bound falls in: a secret cut short there would no longer look like one to the
+    redaction of the error, and stay in clear (a secret quoted whole is redacted)."""
+    if len(text) <= size:
+        return text
+    head = text[:size]
+    cut = _LAST_WORD.search(head)
+    return head[: cut.start() if cut else size] + "…"
 
 
 class Appended(NamedTuple):

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.wire.bounded import Bounded, Kept
-from convtap.wire.events import Appended, ControlEvent, Decoded, DecodeError, DecoderEvent
+from convtap.wire.events import (
+    Appended,
+    ControlEvent,
+    Decoded,
+    DecodeError,
+    DecoderEvent,
+    excerpt,
+)
 from convtap.wire.jsonvalue import dumps, loads, loads_or_none
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
@@ -180,7 +187,8 @@ class ResponsesDecoder:
             streamed = "".join(self._arguments.get(key, []))
             if key in self._arguments and isinstance(final, str) and streamed != final:
                 detail = (
-                    f"item {key}: the deltas add up to {streamed[:60]!r}, .done says {final[:60]!r}"
+                    f"item {key}: the deltas add up to {excerpt(streamed, 60)!r}, .done says "
+                    f"{excerpt(final, 60)!r}"
                 )
                 found.append(self._error(index, "arguments-mismatch", detail))
             target = self._item(key, position)
