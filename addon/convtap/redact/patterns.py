@@ -36,8 +36,8 @@ from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 
-from convtap.wire.jsonvalue import REDACTED
 from convtap.redact.escapes import Decoded
+from convtap.wire.jsonvalue import REDACTED
 
 PLACEHOLDER_PREFIX = "<redacted:"
 PLACEHOLDER = REDACTED
