@@ -164,6 +164,7 @@ class SSEParser:
 
     __slots__ = (
         "_bad_utf8",
+        "_bom",
         "_buf",
         "_closed",
         "_raw",
@@ -187,6 +188,7 @@ class SSEParser:
         self._raw: _RawBytes | None = None  # the bytes as they came, once a CR came
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
+        self._bom = ""  # the stream's leading BOM, until the first block's text keeps it
         self._skipping = -1  # bytes of an oversized event dropped so far (-1: not skipping)
         self._closed = False
 
@@ -238,8 +240,9 @@ class SSEParser:
             if len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
                 return []
             self._started = True
-            if buf.startswith(_BOM):
+            if buf.startswith(_BOM):  # not an event's, but kept in the text, as it came
                 del buf[: len(_BOM)]
+                self._bom = "\ufeff"
                 if raw is not None:
                     del raw.buf[: len(_BOM)]
             scan_from = 0
@@ -263,6 +266,8 @@ class SSEParser:
             self._text = lead + _decoded(came)
             if _UNREAD.search(came) is not None:
                 self._unread, self._unread_text = True, None
+        if self._bom:  # the text parses again as the stream did: its BOM stripped once
+            self._text, self._bom = self._bom + self._text, ""
         if events:  # an oversized event ended first: rare, so the runs are given up
             return events + list(parsed)
         return parsed
