@@ -1106,3 +1106,37 @@ def test_a_raw_stream_whose_sidecar_is_a_folder_is_one_line(tmp_path: Path) -> N
     ran = convtap("import", str(raw), "--db", str(tmp_path / "t.db"))
     assert "Traceback" not in ran.stderr and "turn.request.json" in ran.stderr, ran.stderr
     assert ran.returncode != 0
+
+
+@pytest.mark.parametrize("command", ["import", "audit", "reprocess", "record"])
+def test_a_fifo_or_device_as_the_database_is_one_line_and_no_wait(
+    tmp_path: Path, good_har: Path, command: str
+) -> None:
+    """`--db` naming a FIFO waited forever for a writer (the first bytes were read to check
+    them), and a device was opened as a database."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    args = {"import": [str(good_har)], "record": ["--listen-port", "0"]}.get(command, [])
+    for db in (fifo, Path("/dev/null")):
+        ran = subprocess.run([sys.executable, "-m", "convtap.cli", command, *args, "--db", str(db)],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        one_line_error(ran)
+        assert "not a regular file" in ran.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and sorted(tmp_path.iterdir()) == [fifo, good_har]
+
+
+def test_a_symlink_loop_or_to_nothing_as_a_path_is_one_line(
+    tmp_path: Path, capture: Path, good_har: Path
+) -> None:
+    """`report` of a symlink loop (as --db or --output) printed pathlib's RuntimeError; a
+    symlink to nothing given to `import --db` was said to be read-only."""
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    loop, dangling = str(tmp_path / "loop1"), str(tmp_path / "dangling")
+    one_line_error(convtap("report", "--db", loop))
+    one_line_error(convtap("report", "--db", str(capture), "--output", loop))
+    one_line_error(convtap("import", str(good_har), "--db", loop))
+    ran = convtap("import", str(good_har), "--db", dangling)
+    one_line_error(ran)
+    assert "symlink to nothing" in ran.stderr and not (tmp_path / "nowhere").exists()

@@ -8,6 +8,7 @@ piece from them. Everything in a capture is untrusted text: the template escapes
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -46,9 +47,10 @@ def report_path(db: Path) -> Path:
 def write_report(db: Path, output: Path) -> Path:
     """Write the page of the capture `db` into `output`, replaced whole (never half-written),
     mode 0600 like the capture it shows."""
-    if output.resolve() == db.resolve():
-        raise ReportError(f"the report would replace the capture {db} itself")
     capture = open_readonly(db)
+    if os.path.realpath(output) == os.path.realpath(db):  # realpath: a symlink loop is no error
+        capture.conn.close()
+        raise ReportError(f"the report would replace the capture {db} itself")
     template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
 
     def write(out: TextIO) -> None:

@@ -88,8 +88,7 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     same new database at once: the schema is made under SQLite's write lock.
     """
     path = Path(path)
-    if path.is_dir():
-        raise StoreError(f"{path} is a directory, not a database")
+    _refuse_what_is_no_file(path)
     if not path.exists():
         if not create:
             raise StoreError(f"no database at {path}")
@@ -150,6 +149,23 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def _refuse_what_is_no_file(path: Path) -> None:
+    """A directory, FIFO or device is no database (opening a FIFO would wait for a writer), and
+    a symlink to nothing or in a loop is not made into one."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise StoreError(f"{path} is a symlink to nothing, not a database") from None
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"{path} is a directory, not a database")
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not a database")
 
 
 def writable(path: Path) -> bool:
