@@ -1140,3 +1140,49 @@ def test_a_symlink_loop_or_to_nothing_as_a_path_is_one_line(
     ran = convtap("import", str(good_har), "--db", dangling)
     one_line_error(ran)
     assert "symlink to nothing" in ran.stderr and not (tmp_path / "nowhere").exists()
+
+
+def test_a_capture_with_a_damaged_page_is_one_line_and_changes_nothing(
+    tmp_path: Path, capture: Path
+) -> None:
+    """A page of the events table overwritten (a disk, a copy gone wrong): `export`, `diff`
+    and `shapes` printed SQLite's "database disk image is malformed" as a traceback."""
+    with contextlib.closing(sqlite3.connect(capture)) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        (root,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'events'"
+        ).fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    with capture.open("r+b") as handle:
+        handle.seek((root - 1) * size)
+        handle.write(b"\xff" * size)
+    before = fingerprint(capture)
+    for args in (
+        ["export", "--db", str(capture), "--output", str(tmp_path / "out.har")],
+        ["diff", str(capture), str(capture)],
+        ["diff", "--against-schemas", str(capture)],
+        ["shapes", str(capture), "--output", str(tmp_path / "shapes.json")],
+    ):
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "malformed" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capture.db", "good.har"]
+    assert fingerprint(capture) == before
+
+
+@pytest.mark.parametrize("command", ["import", "audit", "reprocess"])
+def test_another_applications_sqlite_file_without_tables_is_not_taken(
+    tmp_path: Path, good_har: Path, command: str
+) -> None:
+    """A SQLite file with no table yet (another application set its `user_version` and
+    `application_id`, its schema to come) was taken as new: `audit` and `reprocess` made
+    convtap's schema in it."""
+    other = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("PRAGMA application_id = 1234")
+        conn.execute("PRAGMA user_version = 7")
+    before = fingerprint(other)
+    args = [str(good_har)] if command == "import" else []
+    ran = convtap(command, *args, "--db", str(other))
+    one_line_error(ran)
+    assert "not a convtap capture" in ran.stderr and fingerprint(other) == before

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -65,6 +66,8 @@ def export_har(db_path: Path, output: Path, *, blank_words: bool = False) -> int
     db = open_readonly(db_path)
     try:
         return write_output(output, lambda handle: write_har(db, handle, blank_words=blank_words))
+    except sqlite3.DatabaseError as exc:  # a damaged page: nothing is written
+        raise StoreError(f"{db_path} cannot be read: {exc}") from exc
     finally:
         db.conn.close()
 

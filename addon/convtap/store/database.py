@@ -103,6 +103,9 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     if not writable(path):
         raise StoreError(f"{path} is read-only: convtap needs to write into it (and beside it)")
     _check_is_ours(path, allow_empty=create)
+    # A SQLite file without tables is another's too, unless it is still empty: a convtap
+    # process that made it a moment ago writes the schema in its first transaction.
+    was_empty = path.stat().st_size == 0
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
         # 4 KiB pages, SQLite's own. Schema 2-4 made 8 KiB ones, for raw event rows of a 16 KiB
@@ -114,7 +117,9 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
         db = sqlite_utils.Database(conn)
         with _write_lock(conn):
             version = _version(db)
-            if (version == 0 and db.table_names()) or (version and not is_capture(db.conn)):
+            if version == 0 and not (was_empty and not db.table_names()):
+                raise StoreError(f"{path} is not a convtap capture")
+            if version and not is_capture(db.conn):
                 raise StoreError(f"{path} is not a convtap capture")
             if version > SCHEMA_VERSION:
                 raise StoreError(
