@@ -1186,3 +1186,29 @@ def test_another_applications_sqlite_file_without_tables_is_not_taken(
     ran = convtap(command, *args, "--db", str(other))
     one_line_error(ran)
     assert "not a convtap capture" in ran.stderr and fingerprint(other) == before
+
+
+def test_a_capture_another_process_holds_locked_is_a_bounded_wait_and_one_clear_line(
+    tmp_path: Path, capture: Path, good_har: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process in `BEGIN EXCLUSIVE` on the capture: the writing commands waited their
+    bound and said the capture was "not a usable SQLite database (database is locked)"."""
+    from convtap.store import database
+
+    monkeypatch.setattr(database, "BUSY_TIMEOUT", 0.5)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], "
+         "isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
+         "sys.stdin.read()", str(capture)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        before = hashlib.sha256(capture.read_bytes()).hexdigest()
+        for args in (["import", str(good_har)], ["audit"], ["reprocess"]):
+            ran = convtap(*args, "--db", str(capture))
+            one_line_error(ran)
+            assert "is locked by another process (waited 0 s)" in ran.stderr
+        assert hashlib.sha256(capture.read_bytes()).hexdigest() == before
+    finally:
+        holder.communicate("", timeout=30)

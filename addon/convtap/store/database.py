@@ -137,6 +137,13 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
         _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint=10000")  # fewer, larger checkpoints
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc):
+            raise StoreError(
+                f"{path} is locked by another process (waited {BUSY_TIMEOUT:.0f} s): try again "
+                "once it is done"
+            ) from exc
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     return db
