@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -1212,3 +1213,59 @@ def test_a_capture_another_process_holds_locked_is_a_bounded_wait_and_one_clear_
         assert hashlib.sha256(capture.read_bytes()).hexdigest() == before
     finally:
         holder.communicate("", timeout=30)
+
+
+@contextlib.contextmanager
+def mock_process(scenario: str) -> Iterator[int]:
+    """`convtap mock` as a user runs it, in a process of its own; its port."""
+    command = [sys.executable, "-m", "convtap.cli", "mock", "--port", "0", "--scenario", scenario]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            yield int(proc.stdout.readline().rsplit(":", 1)[1])
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_the_mock_answers_another_client_while_it_streams_a_long_echo() -> None:
+    """The mock wrote a stream's pieces without giving the loop back while the socket took
+    them: a message of 16 MB (its echo 32 MB), read as fast as it came, held every other client
+    until it was all sent; and it found the first byte past ASCII one byte at a time."""
+    message = user_turn("h" * 16_000_000)
+    got = [0]
+    with mock_process("plain") as port:
+        big = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        big.request("POST", "/backend-api/f/conversation", body=json.dumps(message),
+                    headers={"content-type": "application/json"})  # fmt: skip
+        stream = big.getresponse()
+        got[0] = len(stream.read(1))
+
+        def read_on() -> None:
+            while chunk := stream.read1(1 << 20):
+                got[0] += len(chunk)
+
+        reader = threading.Thread(target=read_on)
+        reader.start()
+        other = post_raw(port, "/backend-api/f/conversation/prepare", b"{}")
+        got_when_answered = got[0]
+        reader.join(120)
+    assert other[0] == 200
+    assert got[0] > 32_000_000 and got_when_answered < got[0] / 2, (got_when_answered, got[0])
+
+
+def test_the_mock_refuses_a_request_of_too_many_messages_in_one_line_of_json() -> None:
+    """400,000 messages in one f/conversation request held the mock's loop for a minute
+    (each message stored and echoed) and grew it by gigabytes."""
+    from convtap.mock.scenario import MAX_MESSAGES
+    from convtap.mock.server import MockServer
+
+    message = user_turn("hi")
+    many = {**message, "messages": message["messages"] * (MAX_MESSAGES + 1)}
+    with MockServer("plain") as mock:
+        status, answer = post_raw(
+            mock.port, "/backend-api/f/conversation", json.dumps(many).encode()
+        )
+        assert status == 400 and "at most 1,000 messages" in json.loads(answer)["detail"]
+        status, _ = post_raw(mock.port, "/backend-api/f/conversation", json.dumps(message).encode())
+        assert status == 200

@@ -77,6 +77,7 @@ __all__ = [
 ]
 
 SCENARIOS = resources.files("convtap.mock") / "scenarios"
+MAX_MESSAGES = 1000  # messages one f/conversation request may carry (the client sends one)
 
 
 class UnknownConversation(ScenarioError):
@@ -113,6 +114,8 @@ class Scenario(FrozenData):
             raise ScenarioError("the request carries no messages")
         if not all(isinstance(m, dict) for m in messages):
             raise ScenarioError("every message must be a JSON object")
+        if len(messages) > MAX_MESSAGES:  # each is stored and echoed: the loop's time is bounded
+            raise ScenarioError(f"the mock takes at most {MAX_MESSAGES:,} messages a request")
         cid = request.get("conversation_id")
         first_turn = cid is None
         if cid is None:  # conversation_id is omitted on the first turn
