@@ -1269,3 +1269,37 @@ def test_the_mock_refuses_a_request_of_too_many_messages_in_one_line_of_json() -
         assert status == 400 and "at most 1,000 messages" in json.loads(answer)["detail"]
         status, _ = post_raw(mock.port, "/backend-api/f/conversation", json.dumps(message).encode())
         assert status == 200
+
+
+def test_a_client_that_sends_wrong_types_is_recorded_without_a_failure_of_ours(
+    tmp_path: Path,
+) -> None:
+    """`messages: 1`, a required parameter named by a list, and a Responses output whose
+    `call_id` is an array each ended in a TypeError of convtap's own, kept on the flow
+    (`flows.failure`) in place of what the request should have given."""
+    from convtap.store.database import open_readonly
+
+    conversation = "https://chatgpt.com/backend-api/f/conversation"
+    not_a_list = {**user_turn(), "messages": 1}
+    odd_signature = user_turn()
+    odd_signature["local_function_signatures"][1]["params"][0]["name"] = []
+    outputs = {"model": "gpt-5", "stream": True, "input": [
+        {"type": "function_call_output", "call_id": [], "id": {}, "output": "{}"}]}  # fmt: skip
+    call = (SSE / "alefita_way_call.sse").read_bytes()
+    responses = (ROOT / "captures/examples/responses/function_call.sse").read_bytes()
+    entries = [
+        har_entry(conversation, not_a_list, call, "2026-08-27T19:51:00.000Z"),
+        har_entry(conversation, odd_signature, call, "2026-08-27T19:52:00.000Z"),
+        har_entry("https://api.openai.com/v1/responses", outputs, responses,
+                  "2026-08-27T19:53:00.000Z"),
+    ]  # fmt: skip
+    har = tmp_path / "odd.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    db = tmp_path / "c.db"
+    ran = convtap("import", str(har), "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    capture = open_readonly(db)
+    with contextlib.closing(capture.conn):
+        failures = capture.execute("SELECT failure FROM flows WHERE failure IS NOT NULL")
+        assert failures.fetchall() == []
+        assert capture.execute("SELECT count(*) FROM tool_returns").fetchone()[0] == 1

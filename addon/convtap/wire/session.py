@@ -116,7 +116,8 @@ class TurnRequest:
 def read_turn_request(body: Any) -> TurnRequest:
     if not isinstance(body, dict):
         return TurnRequest()
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    listed = body.get("messages")
+    messages = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
     signatures = body.get("local_function_signatures")
     return TurnRequest(
         conversation_id=_str(body.get("conversation_id")),
