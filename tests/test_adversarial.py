@@ -1303,3 +1303,25 @@ def test_a_client_that_sends_wrong_types_is_recorded_without_a_failure_of_ours(
         failures = capture.execute("SELECT failure FROM flows WHERE failure IS NOT NULL")
         assert failures.fetchall() == []
         assert capture.execute("SELECT count(*) FROM tool_returns").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"5:hello,", "'bytes' object has no attribute 'get'"),  # a tnetstring, not a flow
+        (b"999999999999:", "Invalid data format"),  # a length past the file's end
+    ],
+)
+def test_a_flow_file_of_garbage_is_one_line_and_leaves_no_database(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    """mitmproxy's reader raised an AttributeError on a tnetstring that is no flow, and a
+    MemoryError on a length prefix of a terabyte (it reads that much at once): tracebacks, and
+    the new database left behind."""
+    flows = tmp_path / "odd.mitm"
+    flows.write_bytes(content)
+    for args in (["import", str(flows), "--db", str(tmp_path / "c.db")], ["shapes", str(flows)]):
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert f"{flows}: not a mitmproxy flow file or HAR ({said}" in ran.stderr
+    assert sorted(tmp_path.iterdir()) == [flows]
