@@ -1325,3 +1325,54 @@ def test_a_flow_file_of_garbage_is_one_line_and_leaves_no_database(
         one_line_error(ran)
         assert f"{flows}: not a mitmproxy flow file or HAR ({said}" in ran.stderr
     assert sorted(tmp_path.iterdir()) == [flows]
+
+
+def test_the_mock_says_in_one_line_what_it_cannot_start_with(tmp_path: Path) -> None:
+    """A busy port and a certificate path in a symlink loop were tracebacks; `--delay nan`,
+    `-1` or `inf`, `--hold-after -1` and `--die-after 0` were taken (a stream that never
+    ends, or holds before its first event); a FIFO as the scenario was waited on forever, and
+    /dev/zero read until memory ran out; a host that does not resolve was a traceback too."""
+    import socket
+
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    fifo = tmp_path / "scenario.json"
+    os.mkfifo(fifo)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = str(holder.getsockname()[1])
+        for args in (
+            ["--port", busy],
+            ["--port", "0", "--delay", "nan"],
+            ["--port", "0", "--delay", "-1"],
+            ["--port", "0", "--delay", "inf"],
+            ["--port", "0", "--hold-after", "-1"],
+            ["--port", "0", "--die-after", "0"],
+            ["--port", "0", "--host", "no-such-host.invalid"],
+            ["--port", "0", "--tls", "--cert-file", str(tmp_path / "loop1" / "ca.pem")],
+        ):
+            one_line_error(convtap("mock", *args))
+    for scenario in (str(fifo), "/dev/zero"):
+        ran = subprocess.run([sys.executable, "-m", "convtap.cli", "mock", "--port", "0",
+                              "--scenario", scenario], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        one_line_error(ran)
+        assert "not a regular file" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--mode", "bogus"], ["--mode", "reverse:ftp://x"], ["--listen-host", "no-such.invalid"]],
+)
+def test_record_refuses_a_mode_or_host_mitmproxy_cannot_use_before_anything_is_made(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """mitmproxy said these at startup (exit 1, "Error logged during startup"), after the
+    database and its journal were made: both were left behind."""
+    db = tmp_path / "new.db"
+    ran = subprocess.run([sys.executable, "-m", "convtap.cli", "record", *args, "--listen-port",
+                          "0", "--db", str(db)], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    one_line_error(ran)
+    assert list(tmp_path.iterdir()) == []

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import json
+import math
 import os
 import socket
 import subprocess
@@ -76,6 +77,17 @@ def port_in_use(host: str, port: int) -> str | None:
             probe.bind((host, port))
         except OSError as exc:
             return exc.strerror or str(exc)
+    return None
+
+
+def host_unknown(host: str) -> str | None:
+    """Why `host` names no address to listen on, or None ("" is every address)."""
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc)
     return None
 
 
@@ -272,6 +284,7 @@ def record(
       convtap record --catch-up      # after a crash: record what the journal still holds
       convtap record --web           # and watch the report live: open the URL it prints
     """
+    from mitmproxy.proxy.mode_specs import ProxyMode
     from mitmproxy.tools import cmdline, dump
     from mitmproxy.tools.main import run
 
@@ -282,6 +295,13 @@ def record(
     from convtap.record.worker import catch_up as record_journal
     from convtap.store.database import StoreError, check_database, open_readonly
 
+    if not catch_up:  # mitmproxy's own startup errors left a new database and its journal
+        try:
+            ProxyMode.parse(mode)
+        except ValueError as exc:
+            fail(f"--mode {mode}: {exc} (see `convtap record --help`)")
+        if (unknown := host_unknown(listen_host)) is not None:
+            fail(f"--listen-host {listen_host}: {unknown}")
     if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
         fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
              "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
@@ -852,11 +872,16 @@ def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) 
 @click.option("--gzip", is_flag=True, help="Content-Encoding: gzip, flushed per event.")
 @click.option(
     "--hold-after",
-    type=int,
+    type=click.IntRange(min=1),
     metavar="N",
     help="Hold each stream after N events until POST /_mock/go.",
 )
-@click.option("--die-after", type=int, metavar="N", help="Drop the connection after N events.")
+@click.option(
+    "--die-after",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Drop the connection after N events.",
+)
 @click.option("--tls", is_flag=True, help="Serve HTTPS with a throw-away CA.")
 @click.option(
     "--cert-file",
@@ -865,7 +890,7 @@ def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) 
 )
 @click.option(
     "--delay",
-    type=float,
+    type=click.FloatRange(0, 60),  # NaN is no number of seconds: refused below
     default=0.0,
     show_default=True,
     metavar="SECONDS",
@@ -907,11 +932,19 @@ def mock(
     from convtap.mock.scenario import ScenarioError
     from convtap.mock.server import run
 
+    if math.isnan(delay):
+        fail("--delay nan is not a number of seconds")
+    if (unknown := host_unknown(host)) is not None:
+        fail(f"--host {host}: {unknown}")
+    if (busy := port_in_use(host, port)) is not None:
+        fail(f"cannot listen on {host}:{port} ({busy}): choose another --port (0 picks a free one)")
     try:
         run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
             tls=tls, cert_file=cert_file, delay=delay, seed=seed, lenient=lenient)  # fmt: skip
     except ScenarioError as exc:
         fail(str(exc))
+    except OSError as exc:  # the certificate file, or a port taken since the check
+        fail(f"cannot serve: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
 
 
 @main.command()
