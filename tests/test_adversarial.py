@@ -1376,3 +1376,33 @@ def test_record_refuses_a_mode_or_host_mitmproxy_cannot_use_before_anything_is_m
                          timeout=60)  # fmt: skip
     one_line_error(ran)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_conversation_tree_with_odd_nodes_is_recorded_without_a_failure_of_ours(
+    tmp_path: Path,
+) -> None:
+    """`GET conversation/<id>` whose node has an `author` that is no object, or an `id` or
+    `role` that is no string, ended in an AttributeError or a row SQLite refused."""
+    from convtap.store.database import open_readonly
+
+    mapping = {
+        "a": {"message": {"id": "m-1", "author": 1}},
+        "b": {"message": {"id": [], "author": {"role": {}}}},
+        "c": {"message": {"id": "m-3", "author": {"role": "tool"}}},
+    }
+    tree = json.dumps({"conversation_id": "c-1", "mapping": mapping}).encode()
+    entry = har_entry("https://chatgpt.com/backend-api/conversation/c-1", {}, tree,
+                      "2026-08-27T19:51:00.000Z", content_type="application/json")  # fmt: skip
+    entry["request"]["method"] = "GET"
+    del entry["request"]["postData"]
+    har = tmp_path / "tree.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    db = tmp_path / "c.db"
+    ran = convtap("import", str(har), "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    capture = open_readonly(db)
+    with contextlib.closing(capture.conn):
+        assert capture.execute("SELECT failure FROM flows").fetchall() == [(None,)]
+        nodes = capture.execute("SELECT node_id, message_id, role FROM conversation_nodes "
+                                "ORDER BY node_id").fetchall()  # fmt: skip
+    assert nodes == [("a", "m-1", None), ("b", None, None), ("c", "m-3", "tool")]
