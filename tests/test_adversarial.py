@@ -1406,3 +1406,23 @@ def test_a_conversation_tree_with_odd_nodes_is_recorded_without_a_failure_of_our
         nodes = capture.execute("SELECT node_id, message_id, role FROM conversation_nodes "
                                 "ORDER BY node_id").fetchall()  # fmt: skip
     assert nodes == [("a", "m-1", None), ("b", None, None), ("c", "m-3", "tool")]
+
+
+def test_export_and_report_never_write_over_the_captures_wal(tmp_path: Path, capture: Path) -> None:
+    """`--output capture.db-wal` replaced the WAL, where committed rows wait for a checkpoint
+    (another process holding the capture open): those rows were lost."""
+    with contextlib.closing(sqlite3.connect(capture)) as holder:
+        holder.execute("PRAGMA wal_autocheckpoint=0")
+        holder.execute("UPDATE flows SET failure = 'kept in the WAL'")
+        holder.commit()
+        wal = Path(f"{capture}-wal")
+        before = hashlib.sha256(wal.read_bytes()).hexdigest()
+        for command in ("export", "report"):
+            for side in ("-wal", "-shm"):
+                one_line_error(convtap(command, "--db", str(capture), "--output",
+                                       f"{capture}{side}"))  # fmt: skip
+        assert hashlib.sha256(wal.read_bytes()).hexdigest() == before
+    with contextlib.closing(sqlite3.connect(capture)) as conn:
+        assert conn.execute("SELECT DISTINCT failure FROM flows").fetchall() == [
+            ("kept in the WAL",)
+        ]

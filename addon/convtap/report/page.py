@@ -8,7 +8,6 @@ piece from them. Everything in a capture is untrusted text: the template escapes
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from markupsafe import Markup
 
 from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
-from convtap.export.files import write_output
+from convtap.export.files import is_part_of, write_output
 from convtap.report.charts import charts
 from convtap.report.timeline import conversations
 from convtap.store import report_queries as queries
@@ -48,7 +47,7 @@ def write_report(db: Path, output: Path) -> Path:
     """Write the page of the capture `db` into `output`, replaced whole (never half-written),
     mode 0600 like the capture it shows."""
     capture = open_readonly(db)
-    if os.path.realpath(output) == os.path.realpath(db):  # realpath: a symlink loop is no error
+    if is_part_of(output, db):
         capture.conn.close()
         raise ReportError(f"the report would replace the capture {db} itself")
     template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
