@@ -1426,3 +1426,21 @@ def test_export_and_report_never_write_over_the_captures_wal(tmp_path: Path, cap
         assert conn.execute("SELECT DISTINCT failure FROM flows").fetchall() == [
             ("kept in the WAL",)
         ]
+
+
+def test_a_file_name_with_a_line_break_is_still_one_line(tmp_path: Path) -> None:
+    """A name holding a line break (or another control character) was printed as it is: the
+    one line of an error became two."""
+    odd = tmp_path / "two\nlines.har"
+    odd.write_text("{}")
+    missing = str(tmp_path / "no\x1bsuch.db")
+    for args in (
+        ["import", str(odd), "--db", str(tmp_path / "c.db")],
+        ["calls", "--db", missing],
+        ["decode", missing],
+        ["export", "--db", missing, "--output", str(tmp_path / "out.har")],
+    ):
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "\\n" in ran.stderr or "\\x1b" in ran.stderr
+    assert sorted(tmp_path.iterdir()) == [odd]

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -35,7 +36,7 @@ class OneLineUsageError(click.UsageError):
 
     def show(self, file: Any = None) -> None:
         where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
-        click.echo(f"convtap: {self.format_message().rstrip('.')}{where}", err=True)
+        say(f"{self.format_message().rstrip('.')}{where}")
 
 
 class Commands(click.Group):
@@ -93,8 +94,16 @@ def host_unknown(host: str) -> str | None:
 
 def fail(message: str) -> NoReturn:
     """Bad input or usage: one line on stderr, exit 2."""
-    click.echo(f"convtap: {message}", err=True)
+    say(message)
     sys.exit(2)
+
+
+def say(message: str) -> None:
+    """`convtap: MESSAGE` on stderr, one line even when a file's name holds a line break."""
+    click.echo(f"convtap: {_CONTROL.sub(lambda m: repr(m.group())[1:-1], message)}", err=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def say_unrecorded(db: Path) -> None:
@@ -360,7 +369,7 @@ def record(
                    " reader was too slow", err=True)  # fmt: skip
     addon = master.addons.get(ConvtapAddon.name)  # type: ignore[no-untyped-call]
     if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
-        click.echo(f"convtap: {addon.failed}", err=True)
+        say(addon.failed)
         sys.exit(1)
 
 
@@ -480,7 +489,7 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
             click.echo(f"imported {result.imported} flows from {result.path} into {db} "
                        f"({result.skipped} already there)")  # fmt: skip
         if result.error:
-            click.echo(f"convtap: {result.error}", err=True)
+            say(result.error)
     if any(result.error for result in results):
         sys.exit(2)
 
@@ -664,7 +673,7 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool) 
     if output:
         click.echo(output)
     if not result.stored:
-        click.echo(f"convtap: {db} is read-only: the findings were not stored in it", err=True)
+        say(f"{db} is read-only: the findings were not stored in it")
     if fail_on != "never":
         worst = SEVERITIES.index(fail_on)
         if any(SEVERITIES.index(f.severity) <= worst for f in result.findings):
