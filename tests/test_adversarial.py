@@ -1444,3 +1444,28 @@ def test_a_file_name_with_a_line_break_is_still_one_line(tmp_path: Path) -> None
         one_line_error(ran)
         assert "\\n" in ran.stderr or "\\x1b" in ran.stderr
     assert sorted(tmp_path.iterdir()) == [odd]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/no/such/path"),
+        ("POST", "/backend-api/conversation/c-1"),
+        ("PUT", "/v1/responses"),
+        ("GET", "/backend-api/f/conversation"),
+        ("GET", "/v1/responses"),  # no upgrade: WebSocket mode's path, as plain HTTP
+        ("GET", "/ws/user/u-1"),
+    ],
+)
+def test_the_mock_answers_a_wrong_path_or_method_with_a_json_error(method: str, path: str) -> None:
+    """An unknown path, a method a path does not serve, and a WebSocket path fetched without an
+    upgrade were answered with tornado's HTML page (or plain text)."""
+    from convtap.mock.server import MockServer
+
+    with MockServer("plain") as mock:
+        conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=60)
+        conn.request(method, path)
+        response = conn.getresponse()
+        assert 400 <= response.status < 500
+        assert response.getheader("content-type", "").startswith("application/json")
+        assert path in json.loads(response.read())["error"]["message"]

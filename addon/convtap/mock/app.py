@@ -179,7 +179,18 @@ def _walk(size: int, rng: random.Random) -> list[int]:
     return out
 
 
-class _Handler(RequestHandler):
+class _JsonErrors(RequestHandler):
+    """Tornado's own errors (an unknown path, a method not served) as the APIs answer them: a
+    JSON error, never an HTML page."""
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(
+            json.dumps(_api_error(f"{self._reason}: {self.request.method} {self.request.path}"))
+        )
+
+
+class _Handler(_JsonErrors):
     state: MockState
 
     def initialize(self, state: MockState) -> None:
@@ -393,7 +404,17 @@ class WsUrlHandler(_Handler):
         self.send_json({"websocket_url": f"{url}?verify={token('')}"})
 
 
-class UserSocket(WebSocketHandler):
+class _Socket(WebSocketHandler, _JsonErrors):
+    """A WebSocket endpoint whose plain GET (no upgrade) is a JSON error, as every other."""
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        if self.request.headers.get("Upgrade", "").lower() != "websocket":
+            self.send_error(400, reason="Can only upgrade to a WebSocket")
+            return
+        await super().get(*args, **kwargs)
+
+
+class UserSocket(_Socket):
     """The user WebSocket: JSON-array commands in, JSON-array frames out."""
 
     state: MockState
@@ -452,6 +473,12 @@ class UserSocket(WebSocketHandler):
             sockets.discard(self)
 
 
+class NotFound(_Handler):
+    def prepare(self) -> None:
+        super().prepare()
+        self.send_error(404)
+
+
 class GoHandler(_Handler):
     def post(self) -> None:
         self.send_json({"released": self.state.gate.go()})
@@ -465,7 +492,7 @@ class ReceivedHandler(_Handler):
 # -- the Responses API (docs/protocol.md, "Responses API"): what it says is the scenario's --------
 
 
-class ResponsesHandler(WebSocketHandler, _StreamHandler):
+class ResponsesHandler(_Socket, _StreamHandler):
     """`POST /v1/responses` and `POST /backend-api/codex/responses`: the scenario's Responses
     script (the `weather` one when the scenario has none). `"stream": true` gets an event stream
     (no `[DONE]`), anything else the response object as JSON, as the real API does.
@@ -554,5 +581,7 @@ def make_app(state: MockState) -> Application:
             (r"/_mock/go", GoHandler, args),
             (r"/_mock/received", ReceivedHandler, args),
         ],
+        default_handler_class=NotFound,
+        default_handler_args=args,
         log_function=lambda handler: None,
     )
