@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import ijson  # type: ignore[import-untyped]
 from mitmproxy import http, io
@@ -141,7 +141,7 @@ def _flow_file(path: Path) -> Iterator[tuple[http.HTTPFlow, int, int]]:
     with path.open("rb") as handle:
         start = 0  # where the flow being read starts: the end of the last whole one
         try:
-            for flow in io.FlowReader(_WithinFile(handle, size)).stream():
+            for flow in io.FlowReader(_within_file(handle, size)).stream():
                 end = handle.tell()
                 if isinstance(flow, http.HTTPFlow):
                     _cycles.add(flow)
@@ -157,6 +157,10 @@ def _flow_file(path: Path) -> Iterator[tuple[http.HTTPFlow, int, int]]:
                 ) from exc
             why = str(exc) or type(exc).__name__
             raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({why})") from exc
+
+
+def _within_file(handle: BinaryIO, size: int) -> BinaryIO:
+    return cast(BinaryIO, _WithinFile(handle, size))  # what FlowReader uses of a file: read, tell
 
 
 class _WithinFile:
@@ -183,7 +187,7 @@ def _events_at(path: Path, offset: int) -> Iterator[RecorderEvent]:
     with path.open("rb") as handle:
         handle.seek(offset)
         try:
-            flow = next(iter(io.FlowReader(_WithinFile(handle, size)).stream()), None)
+            flow = next(iter(io.FlowReader(_within_file(handle, size)).stream()), None)
         except Exception:  # as in _flow_file
             flow = None
     if not isinstance(flow, http.HTTPFlow):
