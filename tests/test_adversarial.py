@@ -1469,3 +1469,24 @@ def test_the_mock_answers_a_wrong_path_or_method_with_a_json_error(method: str, 
         assert 400 <= response.status < 500
         assert response.getheader("content-type", "").startswith("application/json")
         assert path in json.loads(response.read())["error"]["message"]
+
+
+@pytest.mark.parametrize("sidecar", ["x.request.json", "x.resume.sse"])
+def test_a_raw_streams_sidecar_that_is_a_fifo_or_device_is_one_line(
+    tmp_path: Path, sidecar: str
+) -> None:
+    """`X.request.json` or `X.resume.sse` that is a FIFO was waited on forever, and one that is
+    /dev/zero read until memory ran out."""
+    raw = tmp_path / "x.sse"
+    raw.write_bytes((SSE / "alefita_way_call.sse").read_bytes())
+    fifo, device = tmp_path / "fifo", tmp_path / sidecar
+    os.mkfifo(fifo)
+    for target in (fifo, Path("/dev/zero")):
+        device.unlink(missing_ok=True)
+        device.symlink_to(target)
+        ran = subprocess.run([sys.executable, "-m", "convtap.cli", "import", str(raw), "--db",
+                              str(tmp_path / "c.db")], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        one_line_error(ran)
+        assert f"cannot read {device}: not a regular file" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["x.sse", "fifo", sidecar])

@@ -92,6 +92,13 @@ def host_unknown(host: str) -> str | None:
     return None
 
 
+def why_unreadable(path: Path) -> str:
+    """Why a file given to read is not one (it is not a regular file)."""
+    if os.path.exists(path):
+        return "not a regular file (a FIFO, device or socket)"
+    return "no such file"
+
+
 def fail(message: str) -> NoReturn:
     """Bad input or usage: one line on stderr, exit 2."""
     say(message)
@@ -476,7 +483,7 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
 
     for path in files:
         if not path.is_file():
-            fail(f"cannot read {path}: no such file")
+            fail(f"cannot read {path}: {why_unreadable(path)}")
     try:
         total = sum(p.stat().st_size for p in files)
         with click.progressbar(length=total, label="importing", file=sys.stderr,
@@ -786,7 +793,7 @@ def read_shapes_of(sources: tuple[Path, ...]) -> list[Any]:
 
     for path in sources:
         if not path.is_file():
-            fail(f"cannot read {path}: no such file")
+            fail(f"cannot read {path}: {why_unreadable(path)}")
     try:
         shapes = [capture_shapes(path) for path in sources]
     except (CaptureError, StoreError, ShapesError) as exc:
