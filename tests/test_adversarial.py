@@ -1490,3 +1490,18 @@ def test_a_raw_streams_sidecar_that_is_a_fifo_or_device_is_one_line(
         one_line_error(ran)
         assert f"cannot read {device}: not a regular file" in ran.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["x.sse", "fifo", sidecar])
+
+
+def test_schemas_into_what_is_no_folder_is_one_line(tmp_path: Path) -> None:
+    """`convtap schemas --dir` naming a FIFO, a symlink loop or a symlink to nothing printed
+    mkdir's FileExistsError as a traceback."""
+    fifo, loop, dangling = tmp_path / "fifo", tmp_path / "loop", tmp_path / "dangling"
+    os.mkfifo(fifo)
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "nowhere")
+    for directory in (fifo, loop, dangling):
+        for check in ([], ["--check"]):
+            ran = convtap("schemas", *check, "--dir", str(directory))
+            one_line_error(ran)
+            assert "is not a folder" in ran.stderr
+    assert sorted(tmp_path.iterdir()) == [dangling, fifo, loop]

@@ -224,6 +224,8 @@ def schemas(check: bool, directory: Path) -> None:
     """
     from convtap.models.export import export_schemas
 
+    if os.path.lexists(directory) and not directory.is_dir():  # a FIFO, a symlink loop, ...
+        fail(f"{directory} is not a folder")
     wanted = export_schemas()
     present = read_schema_files(directory, check=check)
     stale = sorted(n for n in wanted if present.get(n) != wanted[n])
@@ -238,11 +240,14 @@ def schemas(check: bool, directory: Path) -> None:
             sys.exit(1)
         click.echo(f"{len(wanted)} schema files in {directory} match the models")
         return
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in stale:
-        (directory / name).write_text(wanted[name], encoding="utf-8")
-    for name in extra:
-        (directory / name).unlink()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in stale:
+            (directory / name).write_text(wanted[name], encoding="utf-8")
+        for name in extra:
+            (directory / name).unlink()
+    except OSError as exc:
+        fail(f"cannot write into {directory}: {exc.strerror or exc}")
     click.echo(
         f"wrote {len(stale)}, removed {len(extra)}, {len(wanted)} schema files in {directory}"
     )
