@@ -1505,3 +1505,18 @@ def test_schemas_into_what_is_no_folder_is_one_line(tmp_path: Path) -> None:
             one_line_error(ran)
             assert "is not a folder" in ran.stderr
     assert sorted(tmp_path.iterdir()) == [dangling, fifo, loop]
+
+
+@pytest.mark.parametrize("setting", ["ssl_insecure=maybe", "listen_port=abc"])
+def test_record_with_a_set_value_mitmproxy_refuses_is_one_line_and_leaves_nothing(
+    tmp_path: Path, setting: str
+) -> None:
+    """mitmproxy said it as `/path/to/convtap: Not an integer: abc`, exit 1, and the new
+    database was left behind."""
+    db = tmp_path / "new.db"
+    ran = subprocess.run([sys.executable, "-m", "convtap.cli", "record", "--set", setting,
+                          "--listen-port", "0", "--db", str(db)], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    one_line_error(ran)
+    assert ran.stderr.startswith("convtap: ")
+    assert list(tmp_path.iterdir()) == []

@@ -368,7 +368,18 @@ def record(
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
     asyncio.set_event_loop_policy(QuietCancelPolicy())
     try:
+        sys.argv[0] = "convtap"  # mitmproxy says a bad --set value as `ARGV0: why`
         master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
+    except SystemExit as exc:  # mitmproxy refused to start (a --set value): nothing is left
+        if exc.code in (0, None):
+            raise
+        if new:
+            from convtap.store.database import remove_if_empty
+
+            remove_if_empty(db)
+            with contextlib.suppress(OSError):
+                journal_dir(db).rmdir()  # only when empty
+        sys.exit(2)
     finally:
         if page is not None:
             page.terminate()
