@@ -1520,3 +1520,19 @@ def test_record_with_a_set_value_mitmproxy_refuses_is_one_line_and_leaves_nothin
     one_line_error(ran)
     assert ran.stderr.startswith("convtap: ")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_mock_keeps_a_bounded_log_of_what_it_received() -> None:
+    """Every request and stream body was kept for `/_mock/received`, for as long as the mock
+    ran: a client that goes on grew it without end."""
+    from convtap.mock.server import MockServer
+
+    kept = 1000  # docs/guarantees.md
+    with MockServer("plain") as mock:
+        for n in range(kept + 5):
+            assert (
+                post_raw(mock.port, "/backend-api/f/conversation/prepare", b'{"n": %d}' % n)[0]
+                == 200
+            )
+        received = mock.received
+    assert len(received) == kept and received[0]["body"] == {"n": 5}

@@ -29,6 +29,7 @@ import re
 import secrets
 import threading
 import zlib
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -100,6 +101,9 @@ class Gate:
             return self._cond.wait_for(lambda: self.holding >= count, timeout)
 
 
+KEPT = 1000  # requests and stream bodies the mock keeps for its test hooks (the oldest go)
+
+
 @dataclass
 class MockState:
     options: MockOptions
@@ -109,9 +113,9 @@ class MockState:
     subscribers: dict[str, set[UserSocket]] = field(default_factory=dict)
     gate: Gate = field(default_factory=Gate)
     user_id: str = field(default_factory=lambda: "user-" + secrets.token_hex(8))
-    _received: list[dict[str, Any]] = field(default_factory=list)
-    # every stream body, as sent; a body grows before each write, so it never lags the wire
-    sent: list[tuple[str, bytearray]] = field(default_factory=list)
+    _received: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=KEPT))
+    # the stream bodies, as sent; a body grows before each write, so it never lags the wire
+    sent: deque[tuple[str, bytearray]] = field(default_factory=lambda: deque(maxlen=KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     responses: ResponsesServer = field(init=False)
 
@@ -142,7 +146,7 @@ class MockState:
 
     def received(self) -> list[dict[str, Any]]:
         with self._lock:
-            copied: list[dict[str, Any]] = json.loads(json.dumps(self._received))
+            copied: list[dict[str, Any]] = json.loads(json.dumps(list(self._received)))
         return copied
 
     def publish(self, turn: PlayedTurn) -> None:
