@@ -1536,3 +1536,16 @@ def test_the_mock_keeps_a_bounded_log_of_what_it_received() -> None:
             )
         received = mock.received
     assert len(received) == kept and received[0]["body"] == {"n": 5}
+
+
+def test_catch_up_of_a_journal_segment_it_cannot_read_is_one_line(
+    tmp_path: Path, capture: Path
+) -> None:
+    """A folder where the journal's segment goes: the reader's IsADirectoryError, then, closing,
+    a query on the database it had just closed (sqlite3.ProgrammingError), as a traceback."""
+    journal = Path(f"{capture}.journal")
+    journal.mkdir(mode=0o700)
+    (journal / "0000000001.seg").mkdir()
+    ran = convtap("record", "--catch-up", "--db", str(capture))
+    one_line_error(ran)
+    assert "cannot read the journal's" in ran.stderr and (journal / "0000000001.seg").is_dir()
