@@ -1549,3 +1549,16 @@ def test_catch_up_of_a_journal_segment_it_cannot_read_is_one_line(
     ran = convtap("record", "--catch-up", "--db", str(capture))
     one_line_error(ran)
     assert "cannot read the journal's" in ran.stderr and (journal / "0000000001.seg").is_dir()
+
+
+def test_demo_never_deletes_what_is_no_capture(tmp_path: Path, other_app_db: Path) -> None:
+    """`convtap demo --db` deleted whatever was at the path (another application's database, a
+    FIFO) before it recorded there: only a convtap capture (or an empty file) is replaced."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    before = fingerprint(other_app_db)
+    for db in (other_app_db, fifo):
+        ran = convtap("demo", "--db", str(db))
+        one_line_error(ran)
+        assert "the demo replaces only a convtap capture" in ran.stderr
+    assert fingerprint(other_app_db) == before and stat.S_ISFIFO(fifo.stat().st_mode)
