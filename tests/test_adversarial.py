@@ -1562,3 +1562,32 @@ def test_demo_never_deletes_what_is_no_capture(tmp_path: Path, other_app_db: Pat
         one_line_error(ran)
         assert "the demo replaces only a convtap capture" in ran.stderr
     assert fingerprint(other_app_db) == before and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_the_mock_remembers_a_bounded_number_of_conversations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every conversation, turn and WebSocket topic the mock played stayed in its memory for as
+    long as it ran; past the bound, the oldest is forgotten (its tree is a 404)."""
+    import re
+
+    from convtap.mock import app
+    from convtap.mock.server import MockServer
+
+    monkeypatch.setattr(app, "REMEMBERED", 3)
+    with MockServer("plain") as mock:
+        ids = []
+        for _ in range(4):
+            status, body = post_raw(mock.port, "/backend-api/f/conversation",
+                                    json.dumps(user_turn()).encode())  # fmt: skip
+            assert status == 200
+            found = re.search(rb'"conversation_id": "([^"]+)"', body)
+            assert found is not None
+            ids.append(found.group(1).decode())
+
+        def tree(conversation_id: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=60)
+            conn.request("GET", f"/backend-api/conversation/{conversation_id}")
+            return conn.getresponse().status
+
+        assert [tree(i) for i in ids] == [404, 200, 200, 200]

@@ -49,6 +49,7 @@ from convtap.mock.scenario import (
     load_scenario,
     ws_frames,
 )
+from convtap.wire.bounded import Bounded
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,20 @@ class Gate:
 
 
 KEPT = 1000  # requests and stream bodies the mock keeps for its test hooks (the oldest go)
+REMEMBERED = 10_000  # conversations, turns and topics the mock remembers (the oldest go)
+
+
+def _remembered() -> Bounded[str, Any]:
+    return Bounded(REMEMBERED)
 
 
 @dataclass
 class MockState:
     options: MockOptions
-    conversations: dict[str, Conversation] = field(default_factory=dict)
-    turns: dict[str, PlayedTurn] = field(default_factory=dict)  # by conduit token
-    topics: dict[str, PlayedTurn] = field(default_factory=dict)
-    subscribers: dict[str, set[UserSocket]] = field(default_factory=dict)
+    conversations: Bounded[str, Conversation] = field(default_factory=_remembered)
+    turns: Bounded[str, PlayedTurn] = field(default_factory=_remembered)  # by conduit token
+    topics: Bounded[str, PlayedTurn] = field(default_factory=_remembered)
+    subscribers: Bounded[str, set[UserSocket]] = field(default_factory=_remembered)
     gate: Gate = field(default_factory=Gate)
     user_id: str = field(default_factory=lambda: "user-" + secrets.token_hex(8))
     _received: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=KEPT))
@@ -473,8 +479,10 @@ class UserSocket(_Socket):
                     return
 
     def on_close(self) -> None:
-        for sockets in self.state.subscribers.values():
+        for topic, sockets in list(self.state.subscribers.items()):
             sockets.discard(self)
+            if not sockets:
+                del self.state.subscribers[topic]
 
 
 class NotFound(_Handler):
