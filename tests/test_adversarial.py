@@ -1591,3 +1591,12 @@ def test_the_mock_remembers_a_bounded_number_of_conversations(
             return conn.getresponse().status
 
         assert [tree(i) for i in ids] == [404, 200, 200, 200]
+
+
+def test_an_import_that_imports_nothing_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """`--db new/sub/c.db` made the folders for the new database; the database went again when
+    nothing could be imported, the folders stayed."""
+    empty = tmp_path / "empty.har"
+    empty.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}))
+    one_line_error(convtap("import", str(empty), "--db", str(tmp_path / "new" / "sub" / "c.db")))
+    assert sorted(tmp_path.iterdir()) == [empty]
