@@ -1600,3 +1600,25 @@ def test_an_import_that_imports_nothing_leaves_no_folder_it_made(tmp_path: Path)
     empty.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}))
     one_line_error(convtap("import", str(empty), "--db", str(tmp_path / "new" / "sub" / "c.db")))
     assert sorted(tmp_path.iterdir()) == [empty]
+
+
+def test_a_delta_whose_op_is_no_string_is_an_invalid_delta(tmp_path: Path) -> None:
+    """`"o": []` (in a delta or a patch's sub-op) raised a TypeError (a list is no set member):
+    `decode` printed a traceback, `import` lost the turn to a failure of convtap's own, and
+    `export --blank-words` printed a traceback too."""
+    stream = (SSE / "alefita_way_call.sse").read_text()
+    odd = stream.replace('"o": "add"', '"o": []', 1).replace('"o": "append"', '"o": {}', 1)
+    odd = odd.replace('"o": "replace", "v": "finished', '"o": [1], "v": "finished', 1)  # sub-op
+    assert odd.count('"o": []') == 1 and odd.count('"o": {}') == 1 and '"o": [1]' in odd
+    raw = tmp_path / "odd.sse"
+    raw.write_text(odd)
+    ran = convtap("decode", "--format", "json", str(raw))
+    assert ran.returncode == 0, ran.stderr
+    kinds = [e["kind"] for e in json.loads(ran.stdout)["errors"]]
+    assert kinds.count("invalid-delta") >= 3
+    db = tmp_path / "c.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT failure FROM flows").fetchall() == [(None,)]
+    ran = convtap("export", "--blank-words", "--db", str(db), "--output", str(tmp_path / "b.har"))
+    assert ran.returncode == 0, ran.stderr
