@@ -1622,3 +1622,22 @@ def test_a_delta_whose_op_is_no_string_is_an_invalid_delta(tmp_path: Path) -> No
         assert conn.execute("SELECT failure FROM flows").fetchall() == [(None,)]
     ran = convtap("export", "--blank-words", "--db", str(db), "--output", str(tmp_path / "b.har"))
     assert ran.returncode == 0, ran.stderr
+
+
+def test_a_websocket_frame_whose_type_is_no_string_is_no_traceback(tmp_path: Path) -> None:
+    """A turn topic's frame whose `payload.type` is a list raised a TypeError building a set of
+    it: `decode --ws` printed a traceback (and the live recorder lost the turn)."""
+    frames = (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
+    odd = []
+    for line in frames:
+        frame = json.loads(line)
+        for message in frame if isinstance(frame, list) else []:
+            if isinstance(message, dict) and isinstance(message.get("payload"), dict):
+                message["payload"]["type"] = []
+        odd.append(json.dumps(frame))
+    assert odd != frames
+    path = tmp_path / "odd.frames.jsonl"
+    path.write_text("\n".join(odd) + "\n")
+    ran = convtap("decode", "--format", "json", "--ws", str(path), str(SSE / "handoff_ws.sse"))
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["protocol"] == "f-conversation"
