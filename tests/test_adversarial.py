@@ -1641,3 +1641,24 @@ def test_a_websocket_frame_whose_type_is_no_string_is_no_traceback(tmp_path: Pat
     ran = convtap("decode", "--format", "json", "--ws", str(path), str(SSE / "handoff_ws.sse"))
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["protocol"] == "f-conversation"
+
+
+def test_a_field_name_with_a_line_break_or_a_pipe_keeps_the_markdown_diff_one_row(
+    tmp_path: Path,
+) -> None:
+    """`diff --format markdown` put a field name as it came into its table: a line break ended
+    the row in the middle (and a `|` in a path added a column), so a capture could write what
+    it liked into a pull request's comment."""
+    har = json.loads((ROOT / "captures/examples/diff/newer.har").read_text())
+    entry = har["log"]["entries"][0]
+    body = json.loads(entry["request"]["postData"]["text"])
+    body["x\n## injected | y"] = 1
+    entry["request"]["postData"]["text"] = json.dumps(body)
+    odd = tmp_path / "odd.har"
+    odd.write_text(json.dumps(har))
+    older = str(ROOT / "captures/examples/diff/older.har")
+    ran = convtap("diff", older, str(odd), "--format", "markdown", "--fail-on", "never")
+    assert ran.returncode == 0, ran.stderr
+    rows = [line for line in ran.stdout.splitlines() if "injected" in line]
+    assert len(rows) == 1 and rows[0].startswith("| ") and "\\n## injected \\| y" in rows[0]
+    assert not any(line.startswith("## injected") for line in ran.stdout.splitlines())
