@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -1439,3 +1440,558 @@ def test_a_raw_stream_whose_sidecar_is_a_folder_is_one_line(tmp_path: Path) -> N
     ran = convtap("import", str(raw), "--db", str(tmp_path / "t.db"))
     assert "Traceback" not in ran.stderr and "turn.request.json" in ran.stderr, ran.stderr
     assert ran.returncode != 0
+
+
+@pytest.mark.parametrize("command", ["import", "audit", "reprocess", "record"])
+def test_a_fifo_or_device_as_the_database_is_one_line_and_no_wait(
+    tmp_path: Path, good_har: Path, command: str
+) -> None:
+    """`--db` naming a FIFO waited forever for a writer (the first bytes were read to check
+    them), and a device was opened as a database."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    args = {"import": [str(good_har)], "record": ["--listen-port", "0"]}.get(command, [])
+    for db in (fifo, Path("/dev/null")):
+        ran = subprocess.run([sys.executable, "-m", "convtap.cli", command, *args, "--db", str(db)],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        one_line_error(ran)
+        assert "not a regular file" in ran.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and sorted(tmp_path.iterdir()) == [fifo, good_har]
+
+
+def test_a_symlink_loop_or_to_nothing_as_a_path_is_one_line(
+    tmp_path: Path, capture: Path, good_har: Path
+) -> None:
+    """`report` of a symlink loop (as --db or --output) printed pathlib's RuntimeError; a
+    symlink to nothing given to `import --db` was said to be read-only."""
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    loop, dangling = str(tmp_path / "loop1"), str(tmp_path / "dangling")
+    one_line_error(convtap("report", "--db", loop))
+    one_line_error(convtap("report", "--db", str(capture), "--output", loop))
+    one_line_error(convtap("import", str(good_har), "--db", loop))
+    ran = convtap("import", str(good_har), "--db", dangling)
+    one_line_error(ran)
+    assert "symlink to nothing" in ran.stderr and not (tmp_path / "nowhere").exists()
+
+
+def test_a_capture_with_a_damaged_page_is_one_line_and_changes_nothing(
+    tmp_path: Path, capture: Path
+) -> None:
+    """A page of the events table overwritten (a disk, a copy gone wrong): `export`, `diff`
+    and `shapes` printed SQLite's "database disk image is malformed" as a traceback."""
+    with contextlib.closing(sqlite3.connect(capture)) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        (root,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'events'"
+        ).fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    with capture.open("r+b") as handle:
+        handle.seek((root - 1) * size)
+        handle.write(b"\xff" * size)
+    before = fingerprint(capture)
+    for args in (
+        ["export", "--db", str(capture), "--output", str(tmp_path / "out.har")],
+        ["diff", str(capture), str(capture)],
+        ["diff", "--against-schemas", str(capture)],
+        ["shapes", str(capture), "--output", str(tmp_path / "shapes.json")],
+    ):
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "malformed" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capture.db", "good.har"]
+    assert fingerprint(capture) == before
+
+
+@pytest.mark.parametrize("command", ["import", "audit", "reprocess"])
+def test_another_applications_sqlite_file_without_tables_is_not_taken(
+    tmp_path: Path, good_har: Path, command: str
+) -> None:
+    """A SQLite file with no table yet (another application set its `user_version` and
+    `application_id`, its schema to come) was taken as new: `audit` and `reprocess` made
+    convtap's schema in it."""
+    other = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("PRAGMA application_id = 1234")
+        conn.execute("PRAGMA user_version = 7")
+    before = fingerprint(other)
+    args = [str(good_har)] if command == "import" else []
+    ran = convtap(command, *args, "--db", str(other))
+    one_line_error(ran)
+    assert "not a convtap capture" in ran.stderr and fingerprint(other) == before
+
+
+def test_a_capture_another_process_holds_locked_is_a_bounded_wait_and_one_clear_line(
+    tmp_path: Path, capture: Path, good_har: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process in `BEGIN EXCLUSIVE` on the capture: the writing commands waited their
+    bound and said the capture was "not a usable SQLite database (database is locked)"."""
+    from convtap.store import database
+
+    monkeypatch.setattr(database, "BUSY_TIMEOUT", 0.5)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], "
+         "isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
+         "sys.stdin.read()", str(capture)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        before = hashlib.sha256(capture.read_bytes()).hexdigest()
+        for args in (["import", str(good_har)], ["audit"], ["reprocess"]):
+            ran = convtap(*args, "--db", str(capture))
+            one_line_error(ran)
+            assert "is locked by another process (waited 0 s)" in ran.stderr
+        assert hashlib.sha256(capture.read_bytes()).hexdigest() == before
+    finally:
+        holder.communicate("", timeout=30)
+
+
+@contextlib.contextmanager
+def mock_process(scenario: str) -> Iterator[int]:
+    """`convtap mock` as a user runs it, in a process of its own; its port."""
+    command = [sys.executable, "-m", "convtap.cli", "mock", "--port", "0", "--scenario", scenario]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            yield int(proc.stdout.readline().rsplit(":", 1)[1])
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_the_mock_answers_another_client_while_it_streams_a_long_echo() -> None:
+    """The mock wrote a stream's pieces without giving the loop back while the socket took
+    them: a message of 16 MB (its echo 32 MB), read as fast as it came, held every other client
+    until it was all sent; and it found the first byte past ASCII one byte at a time."""
+    message = user_turn("h" * 16_000_000)
+    got = [0]
+    with mock_process("plain") as port:
+        big = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        big.request("POST", "/backend-api/f/conversation", body=json.dumps(message),
+                    headers={"content-type": "application/json"})  # fmt: skip
+        stream = big.getresponse()
+        got[0] = len(stream.read(1))
+
+        def read_on() -> None:
+            while chunk := stream.read1(1 << 20):
+                got[0] += len(chunk)
+
+        reader = threading.Thread(target=read_on)
+        reader.start()
+        other = post_raw(port, "/backend-api/f/conversation/prepare", b"{}")
+        got_when_answered = got[0]
+        reader.join(120)
+    assert other[0] == 200
+    assert got[0] > 32_000_000 and got_when_answered < got[0] / 2, (got_when_answered, got[0])
+
+
+def test_the_mock_refuses_a_request_of_too_many_messages_in_one_line_of_json() -> None:
+    """400,000 messages in one f/conversation request held the mock's loop for a minute
+    (each message stored and echoed) and grew it by gigabytes."""
+    from convtap.mock.scenario import MAX_MESSAGES
+    from convtap.mock.server import MockServer
+
+    message = user_turn("hi")
+    many = {**message, "messages": message["messages"] * (MAX_MESSAGES + 1)}
+    with MockServer("plain") as mock:
+        status, answer = post_raw(
+            mock.port, "/backend-api/f/conversation", json.dumps(many).encode()
+        )
+        assert status == 400 and "at most 1,000 messages" in json.loads(answer)["detail"]
+        status, _ = post_raw(mock.port, "/backend-api/f/conversation", json.dumps(message).encode())
+        assert status == 200
+
+
+def test_a_client_that_sends_wrong_types_is_recorded_without_a_failure_of_ours(
+    tmp_path: Path,
+) -> None:
+    """`messages: 1`, a required parameter named by a list, and a Responses output whose
+    `call_id` is an array each ended in a TypeError of convtap's own, kept on the flow
+    (`flows.failure`) in place of what the request should have given."""
+    from convtap.store.database import open_readonly
+
+    conversation = "https://chatgpt.com/backend-api/f/conversation"
+    not_a_list = {**user_turn(), "messages": 1}
+    odd_signature = user_turn()
+    odd_signature["local_function_signatures"][1]["params"][0]["name"] = []
+    outputs = {"model": "gpt-5", "stream": True, "input": [
+        {"type": "function_call_output", "call_id": [], "id": {}, "output": "{}"}]}  # fmt: skip
+    call = (SSE / "alefita_way_call.sse").read_bytes()
+    responses = (ROOT / "captures/examples/responses/function_call.sse").read_bytes()
+    entries = [
+        har_entry(conversation, not_a_list, call, "2026-08-27T19:51:00.000Z"),
+        har_entry(conversation, odd_signature, call, "2026-08-27T19:52:00.000Z"),
+        har_entry("https://api.openai.com/v1/responses", outputs, responses,
+                  "2026-08-27T19:53:00.000Z"),
+    ]  # fmt: skip
+    har = tmp_path / "odd.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    db = tmp_path / "c.db"
+    ran = convtap("import", str(har), "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    capture = open_readonly(db)
+    with contextlib.closing(capture.conn):
+        failures = capture.execute("SELECT failure FROM flows WHERE failure IS NOT NULL")
+        assert failures.fetchall() == []
+        assert capture.execute("SELECT count(*) FROM tool_returns").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"5:hello,", "'bytes' object has no attribute 'get'"),  # a tnetstring, not a flow
+        (b"999999999999:", "Invalid data format"),  # a length past the file's end
+    ],
+)
+def test_a_flow_file_of_garbage_is_one_line_and_leaves_no_database(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    """mitmproxy's reader raised an AttributeError on a tnetstring that is no flow, and a
+    MemoryError on a length prefix of a terabyte (it reads that much at once): tracebacks, and
+    the new database left behind."""
+    flows = tmp_path / "odd.mitm"
+    flows.write_bytes(content)
+    for args in (["import", str(flows), "--db", str(tmp_path / "c.db")], ["shapes", str(flows)]):
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert f"{flows}: not a mitmproxy flow file or HAR ({said}" in ran.stderr
+    assert sorted(tmp_path.iterdir()) == [flows]
+
+
+def test_the_mock_says_in_one_line_what_it_cannot_start_with(tmp_path: Path) -> None:
+    """A busy port and a certificate path in a symlink loop were tracebacks; `--delay nan`,
+    `-1` or `inf`, `--hold-after -1` and `--die-after 0` were taken (a stream that never
+    ends, or holds before its first event); a FIFO as the scenario was waited on forever, and
+    /dev/zero read until memory ran out; a host that does not resolve was a traceback too."""
+    import socket
+
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    fifo = tmp_path / "scenario.json"
+    os.mkfifo(fifo)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = str(holder.getsockname()[1])
+        for args in (
+            ["--port", busy],
+            ["--port", "0", "--delay", "nan"],
+            ["--port", "0", "--delay", "-1"],
+            ["--port", "0", "--delay", "inf"],
+            ["--port", "0", "--hold-after", "-1"],
+            ["--port", "0", "--die-after", "0"],
+            ["--port", "0", "--host", "no-such-host.invalid"],
+            ["--port", "0", "--tls", "--cert-file", str(tmp_path / "loop1" / "ca.pem")],
+        ):
+            one_line_error(convtap("mock", *args))
+    for scenario in (str(fifo), "/dev/zero"):
+        ran = subprocess.run([sys.executable, "-m", "convtap.cli", "mock", "--port", "0",
+                              "--scenario", scenario], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        one_line_error(ran)
+        assert "not a regular file" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--mode", "bogus"], ["--mode", "reverse:ftp://x"], ["--listen-host", "no-such.invalid"]],
+)
+def test_record_refuses_a_mode_or_host_mitmproxy_cannot_use_before_anything_is_made(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """mitmproxy said these at startup (exit 1, "Error logged during startup"), after the
+    database and its journal were made: both were left behind."""
+    db = tmp_path / "new.db"
+    ran = subprocess.run([sys.executable, "-m", "convtap.cli", "record", *args, "--listen-port",
+                          "0", "--db", str(db)], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    one_line_error(ran)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_conversation_tree_with_odd_nodes_is_recorded_without_a_failure_of_ours(
+    tmp_path: Path,
+) -> None:
+    """`GET conversation/<id>` whose node has an `author` that is no object, or an `id` or
+    `role` that is no string, ended in an AttributeError or a row SQLite refused."""
+    from convtap.store.database import open_readonly
+
+    mapping = {
+        "a": {"message": {"id": "m-1", "author": 1}},
+        "b": {"message": {"id": [], "author": {"role": {}}}},
+        "c": {"message": {"id": "m-3", "author": {"role": "tool"}}},
+    }
+    tree = json.dumps({"conversation_id": "c-1", "mapping": mapping}).encode()
+    entry = har_entry("https://chatgpt.com/backend-api/conversation/c-1", {}, tree,
+                      "2026-08-27T19:51:00.000Z", content_type="application/json")  # fmt: skip
+    entry["request"]["method"] = "GET"
+    del entry["request"]["postData"]
+    har = tmp_path / "tree.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    db = tmp_path / "c.db"
+    ran = convtap("import", str(har), "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    capture = open_readonly(db)
+    with contextlib.closing(capture.conn):
+        assert capture.execute("SELECT failure FROM flows").fetchall() == [(None,)]
+        nodes = capture.execute("SELECT node_id, message_id, role FROM conversation_nodes "
+                                "ORDER BY node_id").fetchall()  # fmt: skip
+    assert nodes == [("a", "m-1", None), ("b", None, None), ("c", "m-3", "tool")]
+
+
+def test_export_and_report_never_write_over_the_captures_wal(tmp_path: Path, capture: Path) -> None:
+    """`--output capture.db-wal` replaced the WAL, where committed rows wait for a checkpoint
+    (another process holding the capture open): those rows were lost."""
+    with contextlib.closing(sqlite3.connect(capture)) as holder:
+        holder.execute("PRAGMA wal_autocheckpoint=0")
+        holder.execute("UPDATE flows SET failure = 'kept in the WAL'")
+        holder.commit()
+        wal = Path(f"{capture}-wal")
+        before = hashlib.sha256(wal.read_bytes()).hexdigest()
+        for command in ("export", "report"):
+            for side in ("-wal", "-shm"):
+                one_line_error(convtap(command, "--db", str(capture), "--output",
+                                       f"{capture}{side}"))  # fmt: skip
+        assert hashlib.sha256(wal.read_bytes()).hexdigest() == before
+    with contextlib.closing(sqlite3.connect(capture)) as conn:
+        assert conn.execute("SELECT DISTINCT failure FROM flows").fetchall() == [
+            ("kept in the WAL",)
+        ]
+
+
+def test_a_file_name_with_a_line_break_is_still_one_line(tmp_path: Path) -> None:
+    """A name holding a line break (or another control character) was printed as it is: the
+    one line of an error became two."""
+    odd = tmp_path / "two\nlines.har"
+    odd.write_text("{}")
+    missing = str(tmp_path / "no\x1bsuch.db")
+    for args in (
+        ["import", str(odd), "--db", str(tmp_path / "c.db")],
+        ["calls", "--db", missing],
+        ["decode", missing],
+        ["export", "--db", missing, "--output", str(tmp_path / "out.har")],
+    ):
+        ran = convtap(*args)
+        one_line_error(ran)
+        assert "\\n" in ran.stderr or "\\x1b" in ran.stderr
+    assert sorted(tmp_path.iterdir()) == [odd]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/no/such/path"),
+        ("POST", "/backend-api/conversation/c-1"),
+        ("PUT", "/v1/responses"),
+        ("GET", "/backend-api/f/conversation"),
+        ("GET", "/v1/responses"),  # no upgrade: WebSocket mode's path, as plain HTTP
+        ("GET", "/ws/user/u-1"),
+    ],
+)
+def test_the_mock_answers_a_wrong_path_or_method_with_a_json_error(method: str, path: str) -> None:
+    """An unknown path, a method a path does not serve, and a WebSocket path fetched without an
+    upgrade were answered with tornado's HTML page (or plain text)."""
+    from convtap.mock.server import MockServer
+
+    with MockServer("plain") as mock:
+        conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=60)
+        conn.request(method, path)
+        response = conn.getresponse()
+        assert 400 <= response.status < 500
+        assert response.getheader("content-type", "").startswith("application/json")
+        assert path in json.loads(response.read())["error"]["message"]
+
+
+@pytest.mark.parametrize("sidecar", ["x.request.json", "x.resume.sse"])
+def test_a_raw_streams_sidecar_that_is_a_fifo_or_device_is_one_line(
+    tmp_path: Path, sidecar: str
+) -> None:
+    """`X.request.json` or `X.resume.sse` that is a FIFO was waited on forever, and one that is
+    /dev/zero read until memory ran out."""
+    raw = tmp_path / "x.sse"
+    raw.write_bytes((SSE / "alefita_way_call.sse").read_bytes())
+    fifo, device = tmp_path / "fifo", tmp_path / sidecar
+    os.mkfifo(fifo)
+    for target in (fifo, Path("/dev/zero")):
+        device.unlink(missing_ok=True)
+        device.symlink_to(target)
+        ran = subprocess.run([sys.executable, "-m", "convtap.cli", "import", str(raw), "--db",
+                              str(tmp_path / "c.db")], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        one_line_error(ran)
+        assert f"cannot read {device}: not a regular file" in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["x.sse", "fifo", sidecar])
+
+
+def test_schemas_into_what_is_no_folder_is_one_line(tmp_path: Path) -> None:
+    """`convtap schemas --dir` naming a FIFO, a symlink loop or a symlink to nothing printed
+    mkdir's FileExistsError as a traceback."""
+    fifo, loop, dangling = tmp_path / "fifo", tmp_path / "loop", tmp_path / "dangling"
+    os.mkfifo(fifo)
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "nowhere")
+    for directory in (fifo, loop, dangling):
+        for check in ([], ["--check"]):
+            ran = convtap("schemas", *check, "--dir", str(directory))
+            one_line_error(ran)
+            assert "is not a folder" in ran.stderr
+    assert sorted(tmp_path.iterdir()) == [dangling, fifo, loop]
+
+
+@pytest.mark.parametrize("setting", ["ssl_insecure=maybe", "listen_port=abc"])
+def test_record_with_a_set_value_mitmproxy_refuses_is_one_line_and_leaves_nothing(
+    tmp_path: Path, setting: str
+) -> None:
+    """mitmproxy said it as `/path/to/convtap: Not an integer: abc`, exit 1, and the new
+    database was left behind."""
+    db = tmp_path / "new.db"
+    ran = subprocess.run([sys.executable, "-m", "convtap.cli", "record", "--set", setting,
+                          "--listen-port", "0", "--db", str(db)], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    one_line_error(ran)
+    assert ran.stderr.startswith("convtap: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_mock_keeps_a_bounded_log_of_what_it_received() -> None:
+    """Every request and stream body was kept for `/_mock/received`, for as long as the mock
+    ran: a client that goes on grew it without end."""
+    from convtap.mock.server import MockServer
+
+    kept = 1000  # docs/guarantees.md
+    with MockServer("plain") as mock:
+        for n in range(kept + 5):
+            assert (
+                post_raw(mock.port, "/backend-api/f/conversation/prepare", b'{"n": %d}' % n)[0]
+                == 200
+            )
+        received = mock.received
+    assert len(received) == kept and received[0]["body"] == {"n": 5}
+
+
+def test_catch_up_of_a_journal_segment_it_cannot_read_is_one_line(
+    tmp_path: Path, capture: Path
+) -> None:
+    """A folder where the journal's segment goes: the reader's IsADirectoryError, then, closing,
+    a query on the database it had just closed (sqlite3.ProgrammingError), as a traceback."""
+    journal = Path(f"{capture}.journal")
+    journal.mkdir(mode=0o700)
+    (journal / "0000000001.seg").mkdir()
+    ran = convtap("record", "--catch-up", "--db", str(capture))
+    one_line_error(ran)
+    assert "cannot read the journal's" in ran.stderr and (journal / "0000000001.seg").is_dir()
+
+
+def test_demo_never_deletes_what_is_no_capture(tmp_path: Path, other_app_db: Path) -> None:
+    """`convtap demo --db` deleted whatever was at the path (another application's database, a
+    FIFO) before it recorded there: only a convtap capture (or an empty file) is replaced."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    before = fingerprint(other_app_db)
+    for db in (other_app_db, fifo):
+        ran = convtap("demo", "--db", str(db))
+        one_line_error(ran)
+        assert "the demo replaces only a convtap capture" in ran.stderr
+    assert fingerprint(other_app_db) == before and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_the_mock_remembers_a_bounded_number_of_conversations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every conversation, turn and WebSocket topic the mock played stayed in its memory for as
+    long as it ran; past the bound, the oldest is forgotten (its tree is a 404)."""
+    import re
+
+    from convtap.mock import app
+    from convtap.mock.server import MockServer
+
+    monkeypatch.setattr(app, "REMEMBERED", 3)
+    with MockServer("plain") as mock:
+        ids = []
+        for _ in range(4):
+            status, body = post_raw(mock.port, "/backend-api/f/conversation",
+                                    json.dumps(user_turn()).encode())  # fmt: skip
+            assert status == 200
+            found = re.search(rb'"conversation_id": "([^"]+)"', body)
+            assert found is not None
+            ids.append(found.group(1).decode())
+
+        def tree(conversation_id: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=60)
+            conn.request("GET", f"/backend-api/conversation/{conversation_id}")
+            return conn.getresponse().status
+
+        assert [tree(i) for i in ids] == [404, 200, 200, 200]
+
+
+def test_an_import_that_imports_nothing_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """`--db new/sub/c.db` made the folders for the new database; the database went again when
+    nothing could be imported, the folders stayed."""
+    empty = tmp_path / "empty.har"
+    empty.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}))
+    one_line_error(convtap("import", str(empty), "--db", str(tmp_path / "new" / "sub" / "c.db")))
+    assert sorted(tmp_path.iterdir()) == [empty]
+
+
+def test_a_delta_whose_op_is_no_string_is_an_invalid_delta(tmp_path: Path) -> None:
+    """`"o": []` (in a delta or a patch's sub-op) raised a TypeError (a list is no set member):
+    `decode` printed a traceback, `import` lost the turn to a failure of convtap's own, and
+    `export --blank-words` printed a traceback too."""
+    stream = (SSE / "alefita_way_call.sse").read_text()
+    odd = stream.replace('"o": "add"', '"o": []', 1).replace('"o": "append"', '"o": {}', 1)
+    odd = odd.replace('"o": "replace", "v": "finished', '"o": [1], "v": "finished', 1)  # sub-op
+    assert odd.count('"o": []') == 1 and odd.count('"o": {}') == 1 and '"o": [1]' in odd
+    raw = tmp_path / "odd.sse"
+    raw.write_text(odd)
+    ran = convtap("decode", "--format", "json", str(raw))
+    assert ran.returncode == 0, ran.stderr
+    kinds = [e["kind"] for e in json.loads(ran.stdout)["errors"]]
+    assert kinds.count("invalid-delta") >= 3
+    db = tmp_path / "c.db"
+    assert convtap("import", str(raw), "--db", str(db)).returncode == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT failure FROM flows").fetchall() == [(None,)]
+    ran = convtap("export", "--blank-words", "--db", str(db), "--output", str(tmp_path / "b.har"))
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_a_websocket_frame_whose_type_is_no_string_is_no_traceback(tmp_path: Path) -> None:
+    """A turn topic's frame whose `payload.type` is a list raised a TypeError building a set of
+    it: `decode --ws` printed a traceback (and the live recorder lost the turn)."""
+    frames = (SSE / "handoff_ws.frames.jsonl").read_text().splitlines()
+    odd = []
+    for line in frames:
+        frame = json.loads(line)
+        for message in frame if isinstance(frame, list) else []:
+            if isinstance(message, dict) and isinstance(message.get("payload"), dict):
+                message["payload"]["type"] = []
+        odd.append(json.dumps(frame))
+    assert odd != frames
+    path = tmp_path / "odd.frames.jsonl"
+    path.write_text("\n".join(odd) + "\n")
+    ran = convtap("decode", "--format", "json", "--ws", str(path), str(SSE / "handoff_ws.sse"))
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["protocol"] == "f-conversation"
+
+
+def test_a_field_name_with_a_line_break_or_a_pipe_keeps_the_markdown_diff_one_row(
+    tmp_path: Path,
+) -> None:
+    """`diff --format markdown` put a field name as it came into its table: a line break ended
+    the row in the middle (and a `|` in a path added a column), so a capture could write what
+    it liked into a pull request's comment."""
+    har = json.loads((ROOT / "captures/examples/diff/newer.har").read_text())
+    entry = har["log"]["entries"][0]
+    body = json.loads(entry["request"]["postData"]["text"])
+    body["x\n## injected | y"] = 1
+    entry["request"]["postData"]["text"] = json.dumps(body)
+    odd = tmp_path / "odd.har"
+    odd.write_text(json.dumps(har))
+    older = str(ROOT / "captures/examples/diff/older.har")
+    ran = convtap("diff", older, str(odd), "--format", "markdown", "--fail-on", "never")
+    assert ran.returncode == 0, ran.stderr
+    rows = [line for line in ran.stdout.splitlines() if "injected" in line]
+    assert len(rows) == 1 and rows[0].startswith("| ") and "\\n## injected \\| y" in rows[0]
+    assert not any(line.startswith("## injected") for line in ran.stdout.splitlines())

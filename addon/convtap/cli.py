@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import io
 import json
+import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -34,7 +36,7 @@ class OneLineUsageError(click.UsageError):
 
     def show(self, file: Any = None) -> None:
         where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
-        click.echo(f"convtap: {self.format_message().rstrip('.')}{where}", err=True)
+        say(f"{self.format_message().rstrip('.')}{where}")
 
 
 class Commands(click.Group):
@@ -79,10 +81,36 @@ def port_in_use(host: str, port: int) -> str | None:
     return None
 
 
+def host_unknown(host: str) -> str | None:
+    """Why `host` names no address to listen on, or None ("" is every address)."""
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc)
+    return None
+
+
+def why_unreadable(path: Path) -> str:
+    """Why a file given to read is not one (it is not a regular file)."""
+    if os.path.exists(path):
+        return "not a regular file (a FIFO, device or socket)"
+    return "no such file"
+
+
 def fail(message: str) -> NoReturn:
     """Bad input or usage: one line on stderr, exit 2."""
-    click.echo(f"convtap: {message}", err=True)
+    say(message)
     sys.exit(2)
+
+
+def say(message: str) -> None:
+    """`convtap: MESSAGE` on stderr, one line even when a file's name holds a line break."""
+    click.echo(f"convtap: {_CONTROL.sub(lambda m: repr(m.group())[1:-1], message)}", err=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def say_unrecorded(db: Path) -> None:
@@ -196,6 +224,8 @@ def schemas(check: bool, directory: Path) -> None:
     """
     from convtap.models.export import export_schemas
 
+    if os.path.lexists(directory) and not directory.is_dir():  # a FIFO, a symlink loop, ...
+        fail(f"{directory} is not a folder")
     wanted = export_schemas()
     present = read_schema_files(directory, check=check)
     stale = sorted(n for n in wanted if present.get(n) != wanted[n])
@@ -210,11 +240,14 @@ def schemas(check: bool, directory: Path) -> None:
             sys.exit(1)
         click.echo(f"{len(wanted)} schema files in {directory} match the models")
         return
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in stale:
-        (directory / name).write_text(wanted[name], encoding="utf-8")
-    for name in extra:
-        (directory / name).unlink()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in stale:
+            (directory / name).write_text(wanted[name], encoding="utf-8")
+        for name in extra:
+            (directory / name).unlink()
+    except OSError as exc:
+        fail(f"cannot write into {directory}: {exc.strerror or exc}")
     click.echo(
         f"wrote {len(stale)}, removed {len(extra)}, {len(wanted)} schema files in {directory}"
     )
@@ -272,6 +305,7 @@ def record(
       convtap record --catch-up      # after a crash: record what the journal still holds
       convtap record --web           # and watch the report live: open the URL it prints
     """
+    from mitmproxy.proxy.mode_specs import ProxyMode
     from mitmproxy.tools import cmdline, dump
     from mitmproxy.tools.main import run
 
@@ -282,6 +316,13 @@ def record(
     from convtap.record.worker import catch_up as record_journal
     from convtap.store.database import StoreError, check_database, open_readonly
 
+    if not catch_up:  # mitmproxy's own startup errors left a new database and its journal
+        try:
+            ProxyMode.parse(mode)
+        except ValueError as exc:
+            fail(f"--mode {mode}: {exc} (see `convtap record --help`)")
+        if (unknown := host_unknown(listen_host)) is not None:
+            fail(f"--listen-host {listen_host}: {unknown}")
     if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
         fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
              "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
@@ -327,7 +368,18 @@ def record(
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
     asyncio.set_event_loop_policy(QuietCancelPolicy())
     try:
+        sys.argv[0] = "convtap"  # mitmproxy says a bad --set value as `ARGV0: why`
         master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
+    except SystemExit as exc:  # mitmproxy refused to start (a --set value): nothing is left
+        if exc.code in (0, None):
+            raise
+        if new:
+            from convtap.store.database import remove_if_empty
+
+            remove_if_empty(db)
+            with contextlib.suppress(OSError):
+                journal_dir(db).rmdir()  # only when empty
+        sys.exit(2)
     finally:
         if page is not None:
             page.terminate()
@@ -340,7 +392,7 @@ def record(
                    " reader was too slow", err=True)  # fmt: skip
     addon = master.addons.get(ConvtapAddon.name)  # type: ignore[no-untyped-call]
     if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
-        click.echo(f"convtap: {addon.failed}", err=True)
+        say(addon.failed)
         sys.exit(1)
 
 
@@ -447,7 +499,7 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
 
     for path in files:
         if not path.is_file():
-            fail(f"cannot read {path}: no such file")
+            fail(f"cannot read {path}: {why_unreadable(path)}")
     try:
         total = sum(p.stat().st_size for p in files)
         with click.progressbar(length=total, label="importing", file=sys.stderr,
@@ -460,7 +512,7 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
             click.echo(f"imported {result.imported} flows from {result.path} into {db} "
                        f"({result.skipped} already there)")  # fmt: skip
         if result.error:
-            click.echo(f"convtap: {result.error}", err=True)
+            say(result.error)
     if any(result.error for result in results):
         sys.exit(2)
 
@@ -644,7 +696,7 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool) 
     if output:
         click.echo(output)
     if not result.stored:
-        click.echo(f"convtap: {db} is read-only: the findings were not stored in it", err=True)
+        say(f"{db} is read-only: the findings were not stored in it")
     if fail_on != "never":
         worst = SEVERITIES.index(fail_on)
         if any(SEVERITIES.index(f.severity) <= worst for f in result.findings):
@@ -757,7 +809,7 @@ def read_shapes_of(sources: tuple[Path, ...]) -> list[Any]:
 
     for path in sources:
         if not path.is_file():
-            fail(f"cannot read {path}: no such file")
+            fail(f"cannot read {path}: {why_unreadable(path)}")
     try:
         shapes = [capture_shapes(path) for path in sources]
     except (CaptureError, StoreError, ShapesError) as exc:
@@ -852,11 +904,16 @@ def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) 
 @click.option("--gzip", is_flag=True, help="Content-Encoding: gzip, flushed per event.")
 @click.option(
     "--hold-after",
-    type=int,
+    type=click.IntRange(min=1),
     metavar="N",
     help="Hold each stream after N events until POST /_mock/go.",
 )
-@click.option("--die-after", type=int, metavar="N", help="Drop the connection after N events.")
+@click.option(
+    "--die-after",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Drop the connection after N events.",
+)
 @click.option("--tls", is_flag=True, help="Serve HTTPS with a throw-away CA.")
 @click.option(
     "--cert-file",
@@ -865,7 +922,7 @@ def shapes(sources: tuple[Path, ...], output: Path | None, update: Path | None) 
 )
 @click.option(
     "--delay",
-    type=float,
+    type=click.FloatRange(0, 60),  # NaN is no number of seconds: refused below
     default=0.0,
     show_default=True,
     metavar="SECONDS",
@@ -907,11 +964,19 @@ def mock(
     from convtap.mock.scenario import ScenarioError
     from convtap.mock.server import run
 
+    if math.isnan(delay):
+        fail("--delay nan is not a number of seconds")
+    if (unknown := host_unknown(host)) is not None:
+        fail(f"--host {host}: {unknown}")
+    if (busy := port_in_use(host, port)) is not None:
+        fail(f"cannot listen on {host}:{port} ({busy}): choose another --port (0 picks a free one)")
     try:
         run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
             tls=tls, cert_file=cert_file, delay=delay, seed=seed, lenient=lenient)  # fmt: skip
     except ScenarioError as exc:
         fail(str(exc))
+    except OSError as exc:  # the certificate file, or a port taken since the check
+        fail(f"cannot serve: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
 
 
 @main.command()

@@ -281,7 +281,8 @@ def arguments(c: CallFacts) -> Violation | None:
         return None
     params = signature.get("params")
     listed = params if isinstance(params, list) else []
-    required = [p.get("name") for p in listed if isinstance(p, dict) and p.get("required")]
+    named = [p for p in listed if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    required = [p["name"] for p in named if p.get("required")]
     args = c.call.arguments
     missing = [name for name in required if args is None or name not in args]
     if not missing:

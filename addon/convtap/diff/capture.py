@@ -8,13 +8,20 @@ resume legs, `responses` with its sockets, `websocket`), counted when it carried
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from convtap.diff.baseline import is_shapes_file, read_shapes
 from convtap.diff.shapes import Shapes, add, is_user_data, message_kind, pointer_pattern
 from convtap.ingest.capture import as_database
-from convtap.store.database import event_text, iter_shape_rows, message_value, open_readonly
+from convtap.store.database import (
+    StoreError,
+    event_text,
+    iter_shape_rows,
+    message_value,
+    open_readonly,
+)
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
 
@@ -59,6 +66,8 @@ def database_shapes(path: Path) -> Shapes:
                     family = str(row["flow_kind"] or "?")
                     state = _FlowState(shapes, str(flow), FAMILIES.get(family, family))
                 state.feed(row["event"], event_text(row))
+    except sqlite3.DatabaseError as exc:  # a damaged page
+        raise StoreError(f"{path} cannot be read: {exc}") from exc
     finally:
         db.conn.close()
     return shapes

@@ -56,8 +56,9 @@ def render(changes: list[Change], fmt: str, title: str) -> str:
         ]
         for c in _ordered(changes):
             example = "" if c.example is None else f"`{_cell(str(c.example))}`"
+            path = _cell(c.path or "-")
             lines.append(
-                f"| {c.level} | `{c.check}` | `{_cell(kinds_label(c))}` | `{c.path or '-'}` | "
+                f"| {c.level} | `{c.check}` | `{_cell(kinds_label(c))}` | `{path}` | "
                 f"{_cell(c.detail)} | {example} |"
             )
         return "\n".join(lines)
@@ -84,7 +85,8 @@ def _fit(line: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text in one table cell: a field name from a capture may hold `|` or a line break."""
+    return text.replace("|", "\\|").replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _github(c: Change) -> str:

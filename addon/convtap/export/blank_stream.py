@@ -92,7 +92,7 @@ class StreamShaper:
         c0, p0, o0 = self._record
         c, p, o = delta.get("c", c0), delta.get("p", p0), delta.get("o", o0)  # rule 2
         segments = _segments(p) if isinstance(p, str) else None
-        if type(c) is not int or segments is None or o not in OPS:
+        if type(c) is not int or segments is None or not isinstance(o, str) or o not in OPS:
             return shape_value(delta)
         self._record = (c, str(p), str(o))
         out = dict(delta)

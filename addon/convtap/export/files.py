@@ -46,3 +46,18 @@ def write_output(output: Path, write: Callable[[TextIO], T]) -> T:
         partial.unlink(missing_ok=True)
         raise
     return result
+
+
+def is_part_of(output: Path, db: Path) -> bool:
+    """`output` names the capture `db` or one of SQLite's files beside it (its -wal holds
+    committed rows until a checkpoint), through any symlink or hard link."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        part = Path(f"{db}{suffix}")
+        if os.path.realpath(output) == os.path.realpath(part):
+            return True
+        try:
+            if os.path.samefile(output, part):
+                return True
+        except OSError:
+            continue
+    return False

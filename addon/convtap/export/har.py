@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -33,7 +34,7 @@ import sqlite_utils
 
 from convtap.export.blank import dump, shape_value
 from convtap.export.blank_stream import FrameShaper, SseShaper, StreamShaper
-from convtap.export.files import write_output
+from convtap.export.files import is_part_of, write_output
 from convtap.record.recorder import is_event_stream
 from convtap.store.database import (
     StoreError,
@@ -60,11 +61,13 @@ Headers = list[tuple[str, str]]
 
 def export_har(db_path: Path, output: Path, *, blank_words: bool = False) -> int:
     """Write the capture at `db_path` into the HAR file `output`; returns the flows written."""
-    if output.exists() and output.resolve() == db_path.resolve():
+    if is_part_of(output, db_path):
         raise StoreError(f"{output} is the capture itself: choose another file")
     db = open_readonly(db_path)
     try:
         return write_output(output, lambda handle: write_har(db, handle, blank_words=blank_words))
+    except sqlite3.DatabaseError as exc:  # a damaged page: nothing is written
+        raise StoreError(f"{db_path} cannot be read: {exc}") from exc
     finally:
         db.conn.close()
 

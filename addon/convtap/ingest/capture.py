@@ -55,6 +55,7 @@ def import_into(
     """Import files into `db`, each committed on its own. A new database into which nothing
     could be imported is removed again."""
     new = not db.exists()
+    missing = [f for f in (db.parent, *db.parent.parents) if not f.exists()]  # made for it
     local = LocalRecorder(str(db), redact=redact)
     results: list[FileImport] = []
     try:
@@ -73,19 +74,24 @@ def import_into(
                 results.append(FileImport(path, imported, skipped))
     finally:
         local.close()
-    if new and not any(r.imported for r in results):
-        _remove_if_untouched(db)
+    if new and not any(r.imported for r in results) and _remove_if_untouched(db):
+        for folder in missing:  # the deepest first; one another process uses stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
     return results
 
 
-def _remove_if_untouched(db: Path) -> None:
+def _remove_if_untouched(db: Path) -> bool:
     """A new capture this import had nothing to put in goes again, unless someone else wrote
-    into it meanwhile (another import's flows, or a recording, which holds the journal)."""
+    into it meanwhile (another import's flows, or a recording, which holds the journal); True
+    when it went."""
     try:
         check_free(journal_dir(db))
     except JournalError:
-        return  # a recording into it is under way
-    remove_if_empty(db)
+        return False  # a recording into it is under way
+    return remove_if_empty(db)
 
 
 @contextmanager

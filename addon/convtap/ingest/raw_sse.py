@@ -13,7 +13,9 @@ that it holds events, once to feed it.
 
 from __future__ import annotations
 
+import errno
 import json
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,11 +92,12 @@ def sse_legs(path: Path) -> list[Leg]:
     started = path.stat().st_mtime
     stem = path.name.removesuffix(".sse")
     sidecar = path.with_name(stem + ".request.json")
-    with path.open("rb") as handle:
+    with _regular(path).open("rb") as handle:
         responses = looks_like_responses(handle.read(PIECE))
     url = RESPONSES_URL if responses else SSE_URL
-    first = Leg(path, url, sidecar.read_bytes() if sidecar.exists() else b"", started)
-    resumes = sorted(path.parent.glob(stem + ".resume*.sse"))
+    request = _regular(sidecar).read_bytes() if sidecar.exists() else b""
+    first = Leg(path, url, request, started)
+    resumes = [_regular(leg) for leg in sorted(path.parent.glob(stem + ".resume*.sse"))]
     if responses or not resumes:  # resume legs are f/conversation's
         return [first]
     turn = TurnDecoder()
@@ -107,3 +110,11 @@ def sse_legs(path: Path) -> list[Leg]:
         first,
         *(Leg(leg, RESUME_URL, request, started + n) for n, leg in enumerate(resumes, 1)),
     ]
+
+
+def _regular(path: Path) -> Path:
+    """`path`, when it is a file to read (a FIFO would be waited on, a device read forever)."""
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a folder: said when it is read
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)", str(path))
+    return path

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import ijson  # type: ignore[import-untyped]
 from mitmproxy import http, io
-from mitmproxy.exceptions import FlowReadException
 from mitmproxy.io.har import request_to_flow
 from mitmproxy.websocket import WebSocketData, WebSocketMessage
 from wsproto.frame_protocol import Opcode
@@ -142,7 +141,7 @@ def _flow_file(path: Path) -> Iterator[tuple[http.HTTPFlow, int, int]]:
     with path.open("rb") as handle:
         start = 0  # where the flow being read starts: the end of the last whole one
         try:
-            for flow in io.FlowReader(handle).stream():
+            for flow in io.FlowReader(_within_file(handle, size)).stream():
                 end = handle.tell()
                 if isinstance(flow, http.HTTPFlow):
                     _cycles.add(flow)
@@ -150,22 +149,46 @@ def _flow_file(path: Path) -> Iterator[tuple[http.HTTPFlow, int, int]]:
                         flow.id = content_id(flow)
                     yield flow, end, start
                 start = end
-        except (FlowReadException, ValueError, KeyError) as exc:
+        except Exception as exc:  # mitmproxy's reader raises anything on a damaged file
             if start and handle.tell() >= size:  # the file ends inside a flow: its tail was cut
                 raise TruncatedFile(
                     f"{path}: cut short: its last {size - start} bytes are not a whole flow (the "
                     "flows before them were read)"
                 ) from exc
-            raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({exc})") from exc
+            why = str(exc) or type(exc).__name__
+            raise CaptureError(f"{path}: not a mitmproxy flow file or HAR ({why})") from exc
+
+
+def _within_file(handle: BinaryIO, size: int) -> BinaryIO:
+    return cast(BinaryIO, _WithinFile(handle, size))  # what FlowReader uses of a file: read, tell
+
+
+class _WithinFile:
+    """A flow file read no further than its end: a length prefix past it (a damaged file) asks
+    for no more memory than the file holds."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        self.handle, self.size = handle, size
+
+    def read(self, n: int = -1) -> bytes:
+        left = max(self.size - self.handle.tell(), 0)
+        return self.handle.read(left if n < 0 else min(n, left))
+
+    def tell(self) -> int:
+        return self.handle.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.handle.seek(offset, whence)
 
 
 def _events_at(path: Path, offset: int) -> Iterator[RecorderEvent]:
     """The events of the flow that starts at `offset` of a flow file (read again)."""
+    size = path.stat().st_size
     with path.open("rb") as handle:
         handle.seek(offset)
         try:
-            flow = next(iter(io.FlowReader(handle).stream()), None)
-        except (FlowReadException, ValueError, KeyError):
+            flow = next(iter(io.FlowReader(_within_file(handle, size)).stream()), None)
+        except Exception:  # as in _flow_file
             flow = None
     if not isinstance(flow, http.HTTPFlow):
         raise CaptureError(f"{path}: it changed while it was imported")

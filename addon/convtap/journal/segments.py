@@ -355,10 +355,13 @@ class JournalReader:
         if self._handle is not None and self._handle[0] == segment:
             return self._handle[1]
         self.release()
+        path = segment_path(self.directory, segment)
         try:
-            handle = segment_path(self.directory, segment).open("rb")
+            handle = path.open("rb")
         except FileNotFoundError:
             return None
+        except OSError as exc:  # a folder where a segment goes, one that may not be read
+            raise JournalError(f"cannot read the journal's {path}: {exc.strerror or exc}") from exc
         self._handle = (segment, handle)
         return handle
 

@@ -25,9 +25,11 @@ import itertools
 import json
 import math
 import random
+import re
 import secrets
 import threading
 import zlib
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -47,6 +49,7 @@ from convtap.mock.scenario import (
     load_scenario,
     ws_frames,
 )
+from convtap.wire.bounded import Bounded
 
 
 @dataclass(frozen=True)
@@ -99,18 +102,26 @@ class Gate:
             return self._cond.wait_for(lambda: self.holding >= count, timeout)
 
 
+KEPT = 1000  # requests and stream bodies the mock keeps for its test hooks (the oldest go)
+REMEMBERED = 10_000  # conversations, turns and topics the mock remembers (the oldest go)
+
+
+def _remembered() -> Bounded[str, Any]:
+    return Bounded(REMEMBERED)
+
+
 @dataclass
 class MockState:
     options: MockOptions
-    conversations: dict[str, Conversation] = field(default_factory=dict)
-    turns: dict[str, PlayedTurn] = field(default_factory=dict)  # by conduit token
-    topics: dict[str, PlayedTurn] = field(default_factory=dict)
-    subscribers: dict[str, set[UserSocket]] = field(default_factory=dict)
+    conversations: Bounded[str, Conversation] = field(default_factory=_remembered)
+    turns: Bounded[str, PlayedTurn] = field(default_factory=_remembered)  # by conduit token
+    topics: Bounded[str, PlayedTurn] = field(default_factory=_remembered)
+    subscribers: Bounded[str, set[UserSocket]] = field(default_factory=_remembered)
     gate: Gate = field(default_factory=Gate)
     user_id: str = field(default_factory=lambda: "user-" + secrets.token_hex(8))
-    _received: list[dict[str, Any]] = field(default_factory=list)
-    # every stream body, as sent; a body grows before each write, so it never lags the wire
-    sent: list[tuple[str, bytearray]] = field(default_factory=list)
+    _received: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=KEPT))
+    # the stream bodies, as sent; a body grows before each write, so it never lags the wire
+    sent: deque[tuple[str, bytearray]] = field(default_factory=lambda: deque(maxlen=KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     responses: ResponsesServer = field(init=False)
 
@@ -141,7 +152,7 @@ class MockState:
 
     def received(self) -> list[dict[str, Any]]:
         with self._lock:
-            copied: list[dict[str, Any]] = json.loads(json.dumps(self._received))
+            copied: list[dict[str, Any]] = json.loads(json.dumps(list(self._received)))
         return copied
 
     def publish(self, turn: PlayedTurn) -> None:
@@ -160,11 +171,14 @@ def split_chunks(data: bytes, rng: random.Random) -> list[bytes]:
     """Cut a body where the network might: anywhere, and once inside a UTF-8 sequence
     (docs/protocol.md, "SSE framing": chunks split events at any byte)."""
     cuts = {pos for pos in _walk(len(data), rng)}
-    lead = next((i for i, byte in enumerate(data) if byte >= 0xC0), None)
+    lead = _LEAD_BYTE.search(data)  # a scan in C: a body may be tens of megabytes
     if lead is not None:
-        cuts.add(lead + 1)  # right after the lead byte of a multi-byte sequence
+        cuts.add(lead.start() + 1)  # right after the lead byte of a multi-byte sequence
     edges = [0, *sorted(c for c in cuts if 0 < c < len(data)), len(data)]
     return [data[a:b] for a, b in itertools.pairwise(edges) if b > a]
+
+
+_LEAD_BYTE = re.compile(rb"[\xc0-\xff]")
 
 
 def _walk(size: int, rng: random.Random) -> list[int]:
@@ -175,20 +189,32 @@ def _walk(size: int, rng: random.Random) -> list[int]:
     return out
 
 
-class _Handler(RequestHandler):
+class _JsonErrors(RequestHandler):
+    """Tornado's own errors (an unknown path, a method not served) as the APIs answer them: a
+    JSON error, never an HTML page."""
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(
+            json.dumps(_api_error(f"{self._reason}: {self.request.method} {self.request.path}"))
+        )
+
+
+class _Handler(_JsonErrors):
     state: MockState
 
     def initialize(self, state: MockState) -> None:
         self.state = state
 
     def prepare(self) -> None:
+        self._body = _parse_body(self.request.body)  # once: a large body takes a while
         if not self.request.path.startswith("/_mock/"):
             self.state.record(
                 {
                     "method": self.request.method,
                     "path": self.request.uri,
                     "headers": dict(self.request.headers.get_all()),
-                    "body": _parse_body(self.request.body),
+                    "body": self._body,
                 }
             )
 
@@ -198,7 +224,7 @@ class _Handler(RequestHandler):
         self.finish(json.dumps(value, ensure_ascii=False))
 
     def json_body(self) -> Any:
-        return _parse_body(self.request.body)
+        return self._body
 
 
 def _parse_body(body: bytes) -> Any:
@@ -319,8 +345,8 @@ class _StreamHandler(_Handler):
             self.state.add_sent(self._sent, piece)
             self.write(piece)
             await self.flush()
-            if self.state.options.delay:
-                await asyncio.sleep(self.state.options.delay)
+            # A flush the socket took at once does not yield: other clients get their turn.
+            await asyncio.sleep(self.state.options.delay)
 
     def _abort(self) -> None:
         """Close the socket mid-body: no terminating chunk, no `[DONE]`."""
@@ -388,7 +414,17 @@ class WsUrlHandler(_Handler):
         self.send_json({"websocket_url": f"{url}?verify={token('')}"})
 
 
-class UserSocket(WebSocketHandler):
+class _Socket(WebSocketHandler, _JsonErrors):
+    """A WebSocket endpoint whose plain GET (no upgrade) is a JSON error, as every other."""
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        if self.request.headers.get("Upgrade", "").lower() != "websocket":
+            self.send_error(400, reason="Can only upgrade to a WebSocket")
+            return
+        await super().get(*args, **kwargs)
+
+
+class UserSocket(_Socket):
     """The user WebSocket: JSON-array commands in, JSON-array frames out."""
 
     state: MockState
@@ -443,8 +479,16 @@ class UserSocket(WebSocketHandler):
                     return
 
     def on_close(self) -> None:
-        for sockets in self.state.subscribers.values():
+        for topic, sockets in list(self.state.subscribers.items()):
             sockets.discard(self)
+            if not sockets:
+                del self.state.subscribers[topic]
+
+
+class NotFound(_Handler):
+    def prepare(self) -> None:
+        super().prepare()
+        self.send_error(404)
 
 
 class GoHandler(_Handler):
@@ -460,7 +504,7 @@ class ReceivedHandler(_Handler):
 # -- the Responses API (docs/protocol.md, "Responses API"): what it says is the scenario's --------
 
 
-class ResponsesHandler(WebSocketHandler, _StreamHandler):
+class ResponsesHandler(_Socket, _StreamHandler):
     """`POST /v1/responses` and `POST /backend-api/codex/responses`: the scenario's Responses
     script (the `weather` one when the scenario has none). `"stream": true` gets an event stream
     (no `[DONE]`), anything else the response object as JSON, as the real API does.
@@ -549,5 +593,7 @@ def make_app(state: MockState) -> Application:
             (r"/_mock/go", GoHandler, args),
             (r"/_mock/received", ReceivedHandler, args),
         ],
+        default_handler_class=NotFound,
+        default_handler_args=args,
         log_function=lambda handler: None,
     )

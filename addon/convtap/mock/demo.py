@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from convtap.mock.refclient import RefClient
+from convtap.store.database import StoreError, open_readonly
 
 LISTENING = re.compile(r"listening at (https?://)?[\d.]+:(\d+)")
 
@@ -66,8 +67,20 @@ def service(args: list[str], name: str, echo: Callable[[str], None]) -> Iterator
         reader.join(5)
 
 
+def _check_replaceable(db: Path) -> None:
+    """The demo replaces a capture (or an empty file) at its path, and nothing else: another
+    application's database, a FIFO, a symlink to nothing are refused, left as they are."""
+    if db.is_file() and not db.is_symlink() and db.stat().st_size == 0:
+        return
+    try:
+        open_readonly(db).conn.close()
+    except StoreError as exc:
+        raise DemoError(f"{exc}: the demo replaces only a convtap capture (--db)") from None
+
+
 def run_demo(db: Path, echo: Callable[[str], None] = print) -> None:
-    if db.exists():
+    if os.path.lexists(db):
+        _check_replaceable(db)
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
     # --lenient: the real API refuses an output answered with the item id (HTTP 400); the demo

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import json
+import stat
 import time
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping
@@ -77,6 +78,7 @@ __all__ = [
 ]
 
 SCENARIOS = resources.files("convtap.mock") / "scenarios"
+MAX_MESSAGES = 1000  # messages one f/conversation request may carry (the client sends one)
 
 
 class UnknownConversation(ScenarioError):
@@ -113,6 +115,8 @@ class Scenario(FrozenData):
             raise ScenarioError("the request carries no messages")
         if not all(isinstance(m, dict) for m in messages):
             raise ScenarioError("every message must be a JSON object")
+        if len(messages) > MAX_MESSAGES:  # each is stored and echoed: the loop's time is bounded
+            raise ScenarioError(f"the mock takes at most {MAX_MESSAGES:,} messages a request")
         cid = request.get("conversation_id")
         first_turn = cid is None
         if cid is None:  # conversation_id is omitted on the first turn
@@ -211,6 +215,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     path: Path | Traversable = Path(name_or_path)
     if isinstance(name_or_path, str) and name_or_path in scenario_names():
         path = SCENARIOS / f"{name_or_path}.json"
+    if isinstance(path, Path) and path.exists():
+        _refuse_what_is_no_scenario_file(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, IsADirectoryError):
@@ -230,6 +236,20 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: {problems(exc)}") from None
 
 
+def _refuse_what_is_no_scenario_file(path: Path) -> None:
+    """A FIFO would be waited on and a device read forever: a scenario is a regular file, and
+    a small one."""
+    found = path.stat()
+    if stat.S_ISDIR(found.st_mode):
+        return  # said as no scenario of that name
+    if not stat.S_ISREG(found.st_mode):
+        raise ScenarioError(f"cannot read {path}: not a regular file (a FIFO, device or socket)")
+    if found.st_size > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"cannot read {path}: larger than a scenario can be "
+                            f"({MAX_SCENARIO_BYTES:,} bytes)")  # fmt: skip
+
+
+MAX_SCENARIO_BYTES = 16 * 1024 * 1024
 PROBLEMS_SAID = 3  # a scenario's validation problems said, in one line; the rest counted
 
 

@@ -187,8 +187,9 @@ class MockServer:
 
     @property
     def sent(self) -> list[tuple[str, bytes]]:
-        """Every stream body the mock sent: (path, the bytes exactly as they left), in the
-        order the streams started; a stream still going shows what has left so far."""
+        """The stream bodies the mock sent (the last 1,000): (path, the bytes exactly as they
+        left), in the order the streams started; a stream still going shows what has left so
+        far."""
         return self._state.sent_bodies()
 
     @property

@@ -168,7 +168,7 @@ class ConversationSide:
         for node in nodes:
             self.out.put(ConversationNodeRow(
                 conversation_id=conversation_id, node_id=node["node_id"],
-                message_id=node.get("id"), role=(node.get("author") or {}).get("role"),
+                message_id=node["id"], role=node["role"],
                 flow_id=flow_id, seen_at=at,
             ))  # fmt: skip
 

@@ -91,8 +91,9 @@ class ResponsesSide:
             out.put(ToolReturnRow(
                 id=f"{flow_id}:{n}", protocol="responses", flow_id=flow_id,
                 conversation_id=previous if isinstance(previous, str) else None,
-                message_id=item.get("id"), tool=item.get("type"),
-                body_call_id=item.get("call_id"), message=out.redact.dumps(item), returned_at=at,
+                message_id=_text(item.get("id")), tool=item.get("type"),
+                body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
+                returned_at=at,
             ))  # fmt: skip
             out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
@@ -285,3 +286,8 @@ def _frame_of(sse_text: str) -> str:
     """A frame back from the SSE text `format_event` made of it (its data lines joined), however
     large: the redaction works on SSE text, the socket keeps frames."""
     return "\n".join(line[6:] for line in sse_text.split("\n") if line.startswith("data: "))
+
+
+def _text(value: Any) -> str | None:
+    """A client's id as stored: a string, or nothing (what it sent stays in the item's JSON)."""
+    return value if isinstance(value, str) else None

@@ -106,8 +106,8 @@ class JournalConsumer:
                   f" {self.directory} were skipped", file=sys.stderr, flush=True)  # fmt: skip
         if self.reader.closed or not segments(self.directory):
             shutil.rmtree(self.directory, ignore_errors=True)
-        else:
-            self._drop_consumed()
+        else:  # the writer is closed: its last mark was committed, both positions at ours
+            self._drop_consumed(keep=self.position.segment)
 
     def _take(self, event: RecorderEvent | None, position: Position) -> None:
         """One journal record, which ends at `position`."""
@@ -137,10 +137,11 @@ class JournalConsumer:
         self.open.clear()
         self.sockets.clear()
 
-    def _drop_consumed(self) -> None:
-        """Segments before both committed positions are consumed: delete them."""
-        committed, low = _positions(self.writer.journal_position())
-        keep = min(committed.segment, low.segment)
+    def _drop_consumed(self, keep: int | None = None) -> None:
+        """Segments before both committed positions (or `keep`) are consumed: delete them."""
+        if keep is None:
+            committed, low = _positions(self.writer.journal_position())
+            keep = min(committed.segment, low.segment)
         for number in segments(self.directory):
             if number >= keep:
                 break

@@ -22,7 +22,7 @@ from markupsafe import Markup
 
 from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
-from convtap.export.files import write_output
+from convtap.export.files import is_part_of, write_output
 from convtap.report.charts import charts
 from convtap.report.timeline import conversations
 from convtap.store import report_queries as queries
@@ -46,9 +46,10 @@ def report_path(db: Path) -> Path:
 def write_report(db: Path, output: Path) -> Path:
     """Write the page of the capture `db` into `output`, replaced whole (never half-written),
     mode 0600 like the capture it shows."""
-    if output.resolve() == db.resolve():
-        raise ReportError(f"the report would replace the capture {db} itself")
     capture = open_readonly(db)
+    if is_part_of(output, db):
+        capture.conn.close()
+        raise ReportError(f"the report would replace the capture {db} itself")
     template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
 
     def write(out: TextIO) -> None:

@@ -88,8 +88,7 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     same new database at once: the schema is made under SQLite's write lock.
     """
     path = Path(path)
-    if path.is_dir():
-        raise StoreError(f"{path} is a directory, not a database")
+    _refuse_what_is_no_file(path)
     if not path.exists():
         if not create:
             raise StoreError(f"no database at {path}")
@@ -104,6 +103,9 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     if not writable(path):
         raise StoreError(f"{path} is read-only: convtap needs to write into it (and beside it)")
     _check_is_ours(path, allow_empty=create)
+    # A SQLite file without tables is another's too, unless it is still empty: a convtap
+    # process that made it a moment ago writes the schema in its first transaction.
+    was_empty = path.stat().st_size == 0
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
         # 4 KiB pages, SQLite's own. Schema 2-4 made 8 KiB ones, for raw event rows of a 16 KiB
@@ -115,7 +117,9 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
         db = sqlite_utils.Database(conn)
         with _write_lock(conn):
             version = _version(db)
-            if (version == 0 and db.table_names()) or (version and not is_capture(db.conn)):
+            if version == 0 and not (was_empty and not db.table_names()):
+                raise StoreError(f"{path} is not a convtap capture")
+            if version and not is_capture(db.conn):
                 raise StoreError(f"{path} is not a convtap capture")
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -133,6 +137,13 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
         _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint=10000")  # fewer, larger checkpoints
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc):
+            raise StoreError(
+                f"{path} is locked by another process (waited {BUSY_TIMEOUT:.0f} s): try again "
+                "once it is done"
+            ) from exc
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     return db
@@ -150,6 +161,23 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def _refuse_what_is_no_file(path: Path) -> None:
+    """A directory, FIFO or device is no database (opening a FIFO would wait for a writer), and
+    a symlink to nothing or in a loop is not made into one."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise StoreError(f"{path} is a symlink to nothing, not a database") from None
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"{path} is a directory, not a database")
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not a database")
 
 
 def writable(path: Path) -> bool:

@@ -406,7 +406,7 @@ class DeltaDecoder:
                 raise InvalidDelta(f"channel c must be an integer, not {c!r}")
             if not isinstance(p, str):
                 raise InvalidDelta(f"path p must be a string, not {p!r}")
-            if o not in OPS:
+            if not isinstance(o, str) or o not in OPS:
                 raise InvalidDelta(f"unknown op {o!r}")
             value = delta.get("v", MISSING)  # rule 2: v is never copied
             if o == "patch":
@@ -470,7 +470,7 @@ def _patch(root: JSON, path: str, ops: JSON) -> JSON:
         o = sub["o"]
         if o == "patch":
             holder[0] = _patch(holder.get(0, MISSING), path + sub["p"], sub.get("v", MISSING))
-        elif o in OPS:
+        elif isinstance(o, str) and o in OPS:
             _apply(holder, 0, _pointer(path + sub["p"]), o, sub.get("v", MISSING))
         else:
             raise InvalidDelta(f"sub-op {n}: unknown op {o!r}")

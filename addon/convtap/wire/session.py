@@ -116,7 +116,8 @@ class TurnRequest:
 def read_turn_request(body: Any) -> TurnRequest:
     if not isinstance(body, dict):
         return TurnRequest()
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    listed = body.get("messages")
+    messages = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
     signatures = body.get("local_function_signatures")
     return TurnRequest(
         conversation_id=_str(body.get("conversation_id")),
@@ -179,14 +180,16 @@ def answered_call(
 
 
 def conversation_nodes(body: Any) -> tuple[str | None, list[dict[str, Any]]]:
-    """`GET conversation/<id>`: its id and the messages of its mapping (accepted returns)."""
+    """`GET conversation/<id>`: its id and the messages of its mapping (accepted returns), each
+    with its `node_id`, and its `id` and `role` when they are strings (else None)."""
     if not isinstance(body, dict) or not isinstance(body.get("mapping"), dict):
         return None, []
     nodes = []
     for node_id, node in body["mapping"].items():
         message = node.get("message") if isinstance(node, dict) else None
         if isinstance(message, dict):
-            nodes.append({"node_id": node_id, **message})
+            nodes.append({**message, "node_id": node_id, "id": _str(message.get("id")),
+                          "role": _role(message)})  # fmt: skip
     return _str(body.get("conversation_id")), nodes
 
 

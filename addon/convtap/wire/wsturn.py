@@ -83,7 +83,7 @@ class TurnTopicAssembler:
         if not isinstance(payload, dict):
             return
         inner = payload.get("payload")
-        kinds = {payload.get("type"), inner.get("type") if isinstance(inner, dict) else None}
+        kinds = (payload.get("type"), inner.get("type") if isinstance(inner, dict) else None)
         if "done" in kinds:
             self.done = True
             return
