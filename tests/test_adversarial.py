@@ -424,6 +424,25 @@ def test_a_busy_listen_port_is_one_line_and_leaves_nothing(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_error_quoting_a_bad_value_prints_no_secret(tmp_path: Path) -> None:
+    """A message about bad input quotes the value it could not read: a secret there went to
+    stderr (and so into CI logs) in clear."""
+    from tests.ingest.test_readers import call_and_return_har
+
+    secret = "sk-proj-" + "Qx7vB2mK9pL4wR8tY3nZ6cF1hJ5dG0sA" * 3
+    har = call_and_return_har()
+    socket = {**har["log"]["entries"][0], "_webSocketMessages": [
+        {"type": "send", "time": secret, "opcode": 1, "data": "{}"}]}  # fmt: skip
+    socket["request"] = {**socket["request"], "method": "GET",
+                         "url": "https://chatgpt.com/v1/responses"}  # fmt: skip
+    odd = tmp_path / "odd.har"
+    odd.write_text(json.dumps({"log": {**har["log"], "entries": [socket]}}))
+    ran = convtap("import", str(odd), "--db", str(tmp_path / "c.db"))
+    one_line_error(ran)
+    assert "<secret>" in ran.stderr
+    assert secret[8:30] not in ran.stderr
+
+
 def test_a_frame_time_that_is_no_number_is_one_line_and_a_huge_status_is_told(
     tmp_path: Path,
 ) -> None:

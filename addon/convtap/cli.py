@@ -106,7 +106,13 @@ def fail(message: str) -> NoReturn:
 
 
 def say(message: str) -> None:
-    """`convtap: MESSAGE` on stderr, one line even when a file's name holds a line break."""
+    """`convtap: MESSAGE` on stderr, one line even when a file's name holds a line break. A value
+    the message quotes from the input may be a secret (a CI log keeps it): secret-shaped ones are
+    blanked."""
+    from convtap.redact.patterns import find_secrets
+
+    for start, end, _ in reversed(find_secrets(message)):
+        message = f"{message[:start]}<secret>{message[end:]}"
     click.echo(f"convtap: {_CONTROL.sub(lambda m: repr(m.group())[1:-1], message)}", err=True)
 
 
