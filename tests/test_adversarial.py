@@ -1658,14 +1658,11 @@ def test_a_client_that_sends_wrong_types_is_recorded_without_a_failure_of_ours(
 
 
 @pytest.mark.parametrize(
-    ("content", "said"),
-    [
-        (b"5:hello,", "'bytes' object has no attribute 'get'"),  # a tnetstring, not a flow
-        (b"999999999999:", "Invalid data format"),  # a length past the file's end
-    ],
+    "content",
+    [b"5:hello,", b"999999999999:"],  # a tnetstring that is no flow; a length past the file's end
 )
 def test_a_flow_file_of_garbage_is_one_line_and_leaves_no_database(
-    tmp_path: Path, content: bytes, said: str
+    tmp_path: Path, content: bytes
 ) -> None:
     """mitmproxy's reader raised an AttributeError on a tnetstring that is no flow, and a
     MemoryError on a length prefix of a terabyte (it reads that much at once): tracebacks, and
@@ -1675,7 +1672,8 @@ def test_a_flow_file_of_garbage_is_one_line_and_leaves_no_database(
     for args in (["import", str(flows), "--db", str(tmp_path / "c.db")], ["shapes", str(flows)]):
         ran = convtap(*args)
         one_line_error(ran)
-        assert f"{flows}: not a mitmproxy flow file or HAR ({said}" in ran.stderr
+        # what mitmproxy's reader said comes after (mitmproxy 11 and 12 word it differently)
+        assert f"{flows}: not a mitmproxy flow file or HAR (" in ran.stderr
     assert sorted(tmp_path.iterdir()) == [flows]
 
 
