@@ -247,3 +247,23 @@ def older_with_title() -> dict[str, Any]:
             ]
         )
     return log
+
+
+def over_socket(log: dict[str, Any]) -> dict[str, Any]:
+    """The same Responses session over one WebSocket (WebSocket mode): each request a
+    `response.create` frame, each event a frame of its own."""
+    frames = []
+    for e in log["log"]["entries"]:
+        body = json.loads(e["request"]["postData"]["text"])
+        body.pop("stream", None)
+        create = json.dumps({"type": "response.create", **body})
+        frames.append({"type": "send", "time": 1.0, "opcode": 1, "data": create})
+        for line in e["response"]["content"]["text"].split("\n"):
+            if line.startswith("data: "):
+                frames.append({"type": "receive", "time": 1.1, "opcode": 1, "data": line[6:]})
+    socket = har_entry(RESPONSES, {}, b"", log["log"]["entries"][0]["startedDateTime"])
+    socket["request"].update(method="GET", bodySize=0)
+    del socket["request"]["postData"]
+    socket["response"].update(status=101, statusText="Switching Protocols")
+    socket["_webSocketMessages"] = frames
+    return har([socket])

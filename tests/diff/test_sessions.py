@@ -21,6 +21,7 @@ from tests.diff.sessions import (
     WEATHER,
     conversation_session,
     older_with_title,
+    over_socket,
     responses_session,
 )
 
@@ -73,6 +74,14 @@ def test_two_conversation_sessions_doing_different_work_diff_to_nothing(tmp_path
     other = shapes_of(tmp_path, "other", conversation_session())
     assert compare(one, other) == []
     assert compare(other, one) == []
+
+
+def test_responses_over_sse_and_over_a_websocket_diff_to_nothing(tmp_path: Path) -> None:
+    posted = shapes_of(tmp_path, "posted", responses_session(WEATHER))
+    socket = shapes_of(tmp_path, "socket", over_socket(responses_session(CALENDAR)))
+    assert "request:responses" in socket.kinds  # the socket's creates are its requests
+    assert compare(posted, socket) == []
+    assert compare(socket, posted) == []
 
 
 def test_a_change_to_the_shared_response_object_is_one_line(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def database_shapes(path: Path) -> Shapes:
             if source == "request":
                 shapes.contexts["requests"] += 1
                 body = loads_or_none(row["request_body"])
-                add(shapes, f"request:{row['kind']}", body, "requests")
+                add(shapes, f"request:{row['kind']}", _request(row["kind"], body), "requests")
             elif source == "message":
                 message = message_value(row)
                 if not isinstance(message, dict):
@@ -71,6 +71,16 @@ def database_shapes(path: Path) -> Shapes:
     finally:
         db.conn.close()
     return shapes
+
+
+def _request(kind: Any, body: Any) -> Any:
+    """A Responses request as the protocol has it, whichever transport carried it: a socket's
+    `response.create` frame without its envelope `type`, a POST without `stream` (which only
+    picks SSE over a JSON body)."""
+    if kind != "responses" or not isinstance(body, dict):
+        return body
+    envelope = body.get("type") == "response.create"
+    return {k: v for k, v in body.items() if k != "stream" and not (envelope and k == "type")}
 
 
 class _FlowState:
@@ -94,6 +104,8 @@ class _FlowState:
             if isinstance(frame, dict):  # the Responses API's WebSocket mode: one event a frame
                 kind = frame.get("type")
                 kind = kind if isinstance(kind, str) else "(untyped)"
+                if source == "ws:client" and kind == "response.create":
+                    return  # a request: its body is the socket turn's `request:responses`
                 self.add(f"event:{kind}" if source == "ws:server" else f"ws:{kind}", frame)
             for item in frame if isinstance(frame, list) else []:
                 if isinstance(item, dict):
