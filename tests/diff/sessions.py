@@ -196,7 +196,8 @@ CALENDAR = {
 
 def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
     """older.har with other content: another prompt, other text streamed, other arguments and
-    another return body, other tool descriptions, and a title; the protocol unchanged."""
+    another return body, other tool descriptions and parameter types, another model, and a
+    title; the protocol unchanged."""
     log = json.loads(OLDER.read_text())
     swap = {
         "use o alefita way": "Famous People List Request, with dates",
@@ -204,8 +205,10 @@ def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
     }
     for e in log["log"]["entries"]:
         request = json.loads(e["request"]["postData"]["text"])
+        request["model"] = "gpt-4o-mini"  # the model the user picked
         for signature in request.get("local_function_signatures", []):
             signature["description"] = "Calls another tool, described otherwise."
+            signature["params"][0]["type"] = {"description": "How many", "type": "integer"}
         if drop_signatures:
             request.pop("local_function_signatures", None)
         text = json.dumps(request, ensure_ascii=False)
@@ -225,6 +228,9 @@ def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
                     "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10",
                 }
             ]
+        )
+        body = body.replace(
+            '"resolved_model_slug": "gpt-5-6-thinking"', '"resolved_model_slug": "gpt-4o-mini"'
         )
         for old, new in swap.items():
             text, body = text.replace(old, new), body.replace(old, new)
@@ -267,3 +273,8 @@ def over_socket(log: dict[str, Any]) -> dict[str, Any]:
     socket["response"].update(status=101, statusText="Switching Protocols")
     socket["_webSocketMessages"] = frames
     return har([socket])
+
+
+def first_turn_only(log: dict[str, Any]) -> dict[str, Any]:
+    """A conversation's first request alone: a prompt, no tool return sent back."""
+    return {"log": {**log["log"], "entries": log["log"]["entries"][:1]}}

@@ -20,6 +20,7 @@ from tests.diff.sessions import (
     CALENDAR,
     WEATHER,
     conversation_session,
+    first_turn_only,
     older_with_title,
     over_socket,
     responses_session,
@@ -82,6 +83,19 @@ def test_responses_over_sse_and_over_a_websocket_diff_to_nothing(tmp_path: Path)
     assert "request:responses" in socket.kinds  # the socket's creates are its requests
     assert compare(posted, socket) == []
     assert compare(socket, posted) == []
+
+
+def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(
+    tmp_path: Path,
+) -> None:
+    prompt_only = shapes_of(tmp_path, "prompt", first_turn_only(older_with_title()))
+    with_return = shapes_of(tmp_path, "return", conversation_session())
+    changes = compare(prompt_only, with_return)
+    assert [c for c in changes if c.level == "breaking"] == []
+    typed = {(c.kind, c.path) for c in changes if c.check == "path-added"}
+    assert ("request:conversation", "messages[]{tool:all:code}") in typed
+    assert ("event:input_message", "input_message{tool:all:code}") in typed
+    assert not [c for c in changes if c.path.startswith("messages[].")]
 
 
 def test_a_change_to_the_shared_response_object_is_one_line(tmp_path: Path) -> None:
