@@ -278,3 +278,19 @@ def over_socket(log: dict[str, Any]) -> dict[str, Any]:
 def first_turn_only(log: dict[str, Any]) -> dict[str, Any]:
     """A conversation's first request alone: a prompt, no tool return sent back."""
     return {"log": {**log["log"], "entries": log["log"]["entries"][:1]}}
+
+
+def shorthand_input(log: dict[str, Any]) -> dict[str, Any]:
+    """The same Responses requests with `input` as a client may write it: a lone prompt as a
+    string, other messages without `type` and with their text as a string."""
+    log = json.loads(json.dumps(log))
+    for e in log["log"]["entries"]:
+        request = json.loads(e["request"]["postData"]["text"])
+        for item in request["input"]:
+            if item.get("type") == "message":
+                del item["type"]
+                item["content"] = item["content"][0]["text"]
+        if len(request["input"]) == 1:
+            request["input"] = request["input"][0]["content"]
+        e["request"]["postData"]["text"] = json.dumps(request)
+    return log

@@ -24,6 +24,7 @@ from tests.diff.sessions import (
     older_with_title,
     over_socket,
     responses_session,
+    shorthand_input,
 )
 
 FORMATS = ("text", "json", "markdown", "github")
@@ -83,6 +84,13 @@ def test_responses_over_sse_and_over_a_websocket_diff_to_nothing(tmp_path: Path)
     assert "request:responses" in socket.kinds  # the socket's creates are its requests
     assert compare(posted, socket) == []
     assert compare(socket, posted) == []
+
+
+def test_an_input_string_or_untyped_message_is_the_message_it_stands_for(tmp_path: Path) -> None:
+    typed = shapes_of(tmp_path, "typed", responses_session(WEATHER))
+    shorthand = shapes_of(tmp_path, "short", shorthand_input(responses_session(CALENDAR)))
+    assert compare(typed, shorthand) == []
+    assert compare(shorthand, typed) == []
 
 
 def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(

@@ -74,13 +74,30 @@ def database_shapes(path: Path) -> Shapes:
 
 
 def _request(kind: Any, body: Any) -> Any:
-    """A Responses request as the protocol has it, whichever transport carried it: a socket's
-    `response.create` frame without its envelope `type`, a POST without `stream` (which only
-    picks SSE over a JSON body)."""
+    """A Responses request as the protocol has it, whichever transport carried it and whichever
+    of its forms the client wrote: a socket's `response.create` frame without its envelope
+    `type`, a POST without `stream` (which only picks SSE over a JSON body), an `input` string
+    as the one user message it stands for, an input message without `type` or with a string
+    `content` as the typed message with text parts it stands for."""
     if kind != "responses" or not isinstance(body, dict):
         return body
     envelope = body.get("type") == "response.create"
-    return {k: v for k, v in body.items() if k != "stream" and not (envelope and k == "type")}
+    request = {k: v for k, v in body.items() if k != "stream" and not (envelope and k == "type")}
+    items = request.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if isinstance(items, list):
+        request["input"] = [_input_item(item) for item in items]
+    return request
+
+
+def _input_item(item: Any) -> Any:
+    if not isinstance(item, dict) or "role" not in item or item.get("type", "message") != "message":
+        return item
+    typed = {**item, "type": "message"}
+    if isinstance(item.get("content"), str):  # the text alone, for one text part
+        typed["content"] = [{"type": "input_text", "text": item["content"]}]
+    return typed
 
 
 class _FlowState:
