@@ -93,6 +93,18 @@ def test_an_input_string_or_untyped_message_is_the_message_it_stands_for(tmp_pat
     assert compare(shorthand, typed) == []
 
 
+def test_a_new_status_set_by_a_delta_op_is_one_change_at_the_message(tmp_path: Path) -> None:
+    log = older_with_title()
+    for e in log["log"]["entries"]:
+        content = e["response"]["content"]
+        content["text"] = content["text"].replace(
+            '"o": "replace", "v": "finished_successfully"', '"o": "replace", "v": "finished_late"'
+        )
+    changes = compare(shapes_of(tmp_path, "a", older_with_title()), shapes_of(tmp_path, "b", log))
+    added = [(c.check, c.kind, c.path, c.example) for c in changes if c.level != "info"]
+    assert added == [("enum-value-added", "message:assistant:all:text", "status", "finished_late")]
+
+
 def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(
     tmp_path: Path,
 ) -> None:

@@ -113,7 +113,7 @@ def compare(a: Shapes, b: Shapes) -> list[Change]:
                 found.append(_Found(check, kind, "", None, [old.contexts, of_a, 0, of_b], unit))
         elif old is not None and new is not None:
             found += _compare_kind(kind, old, new)
-    changes = [_change(f) for f in _fold(found)]
+    changes = [_change(f) for f in _fold(_without_message_ops(found))]
     for (family, side), kinds in sorted(unseen.items()):
         other = "B" if side == "A" else "A"
         have = (a if side == "A" else b).contexts.get(family, 0) or "some"
@@ -124,6 +124,24 @@ def compare(a: Shapes, b: Shapes) -> list[Change]:
             Change("not-seen", level, f"family:{family}", "", detail, None, tuple(kinds))
         )
     return changes
+
+
+def _without_message_ops(found: list[_Found]) -> list[_Found]:
+    """A delta op's change at `/message/…` that a message kind shows at the same field (a new
+    `status` set by `replace`): the message's line says it, with the message's kind."""
+    at_messages = {
+        (f.check, f.path, json.dumps(f.example)) for f in found if f.kind.startswith("message:")
+    }
+    return [
+        f
+        for f in found
+        if not (
+            f.kind.startswith("delta:")
+            and f.path.startswith("/message/")
+            and (f.check, f.path[len("/message/") :].replace("/", "."), json.dumps(f.example))
+            in at_messages
+        )
+    ]
 
 
 def _contexts(shapes: Shapes, family: str) -> int:
