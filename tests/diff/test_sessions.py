@@ -12,7 +12,7 @@ from typing import Any
 from convtap.diff.capture import capture_shapes
 from convtap.diff.compare import compare
 from convtap.diff.render import render
-from convtap.diff.shapes import IDENTIFIER, Shapes, add, is_user_data
+from convtap.diff.shapes import IDENTIFIER, Shapes, add, is_user_data, merge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +103,22 @@ def test_a_new_status_set_by_a_delta_op_is_one_change_at_the_message(tmp_path: P
     changes = compare(shapes_of(tmp_path, "a", older_with_title()), shapes_of(tmp_path, "b", log))
     added = [(c.check, c.kind, c.path, c.example) for c in changes if c.level != "info"]
     assert added == [("enum-value-added", "message:assistant:all:text", "status", "finished_late")]
+
+
+def test_requests_of_a_protocol_one_side_has_no_traffic_of_are_not_compared(
+    tmp_path: Path,
+) -> None:
+    both = merge(
+        shapes_of(tmp_path, "chat", older_with_title()),
+        shapes_of(tmp_path, "api", responses_session(WEATHER)),
+    )
+    api = shapes_of(tmp_path, "other", responses_session(CALENDAR))
+    for changes in (compare(both, api), compare(api, both)):
+        assert [(c.check, c.kind) for c in changes] == [
+            ("not-seen", "family:conversation"),
+            ("not-seen", "family:turns"),
+        ]
+        assert "request:conversation" in changes[0].kinds
 
 
 def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(

@@ -98,15 +98,20 @@ def compare(a: Shapes, b: Shapes) -> list[Change]:
         of_a, of_b = _contexts(a, family), _contexts(b, family)
         unit = UNITS.get(family, f"{family} flows")
         delta = kind.startswith("delta:")
+        protocol = _protocol(kind, family)
         if old is None and new is not None:
             if of_a == 0:
                 unseen.setdefault((family, "B"), []).append(kind)
+            elif _contexts(a, protocol) == 0:  # a request of a protocol A has no traffic of
+                unseen.setdefault((protocol, "B"), []).append(kind)
             else:
                 check = "op-added" if delta else "kind-added"
                 found.append(_Found(check, kind, "", None, [0, of_a, new.contexts, of_b], unit))
         elif new is None and old is not None:
             if of_b == 0:
                 unseen.setdefault((family, "A"), []).append(kind)
+            elif _contexts(b, protocol) == 0:
+                unseen.setdefault((protocol, "A"), []).append(kind)
             else:
                 always = old.contexts >= of_a
                 check = ("op-removed" if delta else "kind-removed") if always else "not-seen"
@@ -142,6 +147,13 @@ def _without_message_ops(found: list[_Found]) -> list[_Found]:
             in at_messages
         )
     ]
+
+
+def _protocol(kind: str, family: str) -> str:
+    """The family whose traffic a kind belongs to: a request's is its protocol's flows."""
+    if family != "requests":
+        return family
+    return "responses" if kind == "request:responses" else "conversation"
 
 
 def _contexts(shapes: Shapes, family: str) -> int:
