@@ -7,11 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from convtap.wire.wsturn import TurnTopicAssembler
+
 from tests.seeds import har_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDER = ROOT / "captures" / "examples" / "diff" / "older.har"
+HANDOFF = ROOT / "captures" / "examples" / "sse" / "handoff_ws"
 RESPONSES = "https://api.openai.com/v1/responses"
+AT = "2026-08-27T19:51:00.000Z"
 
 
 def entry(url: str, request: Any, sse: str, at: str) -> dict[str, Any]:
@@ -294,3 +298,25 @@ def shorthand_input(log: dict[str, Any]) -> dict[str, Any]:
             request["input"] = request["input"][0]["content"]
         e["request"]["postData"]["text"] = json.dumps(request)
     return log
+
+
+def handoff_session(over_socket: bool, swap: tuple[str, str] = ("", "")) -> dict[str, Any]:
+    """The handoff example: a turn whose stream goes on over the user socket's turn topic, or
+    (not `over_socket`) the same events all in the POST's stream. `swap` edits the frames."""
+    body = HANDOFF.with_suffix(".sse").read_text()
+    frames = HANDOFF.with_suffix(".frames.jsonl").read_text().replace(*swap).splitlines()
+    request = {"action": "next", "messages": [], "model": "gpt-5"}
+    url = "https://chatgpt.com/backend-api/f/conversation"
+    if not over_socket:
+        assembler = TurnTopicAssembler()
+        rest = "".join(assembler.feed(f) for f in frames) + assembler.close()
+        return har([entry(url, request, body.replace("data: [DONE]\n\n", "") + rest, AT)])
+    socket = har_entry("https://chatgpt.com/backend-api/ws/user/u-1", {}, b"", AT)
+    socket["request"].update(method="GET", bodySize=0)
+    del socket["request"]["postData"]
+    socket["response"].update(status=101, statusText="Switching Protocols")
+    socket["_webSocketMessages"] = [
+        {"type": "receive", "time": 1.0 + n / 100, "opcode": 1, "data": f}
+        for n, f in enumerate(frames)
+    ]
+    return har([entry(url, request, body, AT), socket])

@@ -22,12 +22,15 @@ from convtap.store.database import (
     message_value,
     open_readonly,
 )
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
+from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_messages
 
 # A resume leg goes on with its turn's events; a Responses socket carries the same events as
 # a POST (one socket, one context).
 FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
+MAX_TURN_TOPICS = 64  # turn topics of one user socket reassembled at once (the oldest forgotten)
 
 
 def capture_shapes(path: Path) -> Shapes:
@@ -62,10 +65,12 @@ def database_shapes(path: Path) -> Shapes:
                 add(shapes, message_kind(message), message, "turns", context)
             else:
                 if row["flow_id"] != flow:
+                    state.close()
                     flow = row["flow_id"]
                     family = str(row["flow_kind"] or "?")
                     state = _FlowState(shapes, str(flow), FAMILIES.get(family, family))
                 state.feed(row["event"], event_text(row))
+        state.close()
     except sqlite3.DatabaseError as exc:  # a damaged page
         raise StoreError(f"{path} cannot be read: {exc}") from exc
     finally:
@@ -101,13 +106,20 @@ def _input_item(item: Any) -> Any:
 
 
 class _FlowState:
-    """One flow's raw events: SSE framing and the sticky delta record (rule 2), or WS frames."""
+    """One flow's raw events: SSE framing and the sticky delta record (rule 2), or WS frames.
+    A turn topic on the user socket carries a turn's SSE text (a handoff): it is reassembled
+    and read as a `conversation` flow of its own, as if it had come over SSE."""
 
     def __init__(self, shapes: Shapes, flow: str, family: str) -> None:
         self.shapes, self.flow, self.family = shapes, flow, family
         self.counted = False
         self.parser = SSEParser()
         self.record = ("", "add")  # p, o
+        self.turns: Bounded[str, tuple[TurnTopicAssembler, _FlowState]] = Bounded(MAX_TURN_TOPICS)
+
+    def close(self) -> None:
+        for assembler, turn in self.turns.values():
+            turn.feed("sse", assembler.close())
 
     def add(self, kind: str, obj: Any) -> None:
         if not self.counted:
@@ -127,6 +139,8 @@ class _FlowState:
             for item in frame if isinstance(frame, list) else []:
                 if isinstance(item, dict):
                     self._ws_item(item)
+            if isinstance(frame, list) and source == "ws:server":
+                self._turn_topics(frame, data)
             return
         for event in self.parser.feed(data.encode()):
             if event.data == "[DONE]":
@@ -156,6 +170,17 @@ class _FlowState:
             self.add(kind, {})
             pattern = pointer_pattern(path)
             self.shapes.kinds[kind].add_value(pattern, v, is_user_data(kind, pattern))
+
+    def _turn_topics(self, frame: list[Any], data: str) -> None:
+        topics = {m.get("topic_id", t) for m, t in frame_messages(frame)}
+        for topic in sorted(t for t in topics if isinstance(t, str)):
+            if not topic.startswith(TURN_TOPIC_PREFIX):
+                continue
+            if topic not in self.turns:
+                turn = _FlowState(self.shapes, f"{self.flow} {topic}", "conversation")
+                self.turns[topic] = (TurnTopicAssembler(topic), turn)
+            assembler, turn = self.turns[topic]
+            turn.feed("sse", assembler.feed(data))
 
     def _ws_item(self, item: dict[str, Any]) -> None:
         payload = item.get("payload")
