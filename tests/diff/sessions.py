@@ -320,3 +320,19 @@ def handoff_session(over_socket: bool, swap: tuple[str, str] = ("", "")) -> dict
         for n, f in enumerate(frames)
     ]
     return har([entry(url, request, body, AT), socket])
+
+
+def not_streamed(log: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The same Responses session without `stream`: each answer the final response as JSON
+    (with `extra` fields added)."""
+    entries = []
+    for e in log["log"]["entries"]:
+        request = json.loads(e["request"]["postData"]["text"])
+        request.pop("stream")
+        data = [line[6:] for line in e["response"]["content"]["text"].split("\n")]
+        final = [json.loads(d) for d in data if d.startswith("{")][-1]["response"]
+        body = json.dumps({**final, **(extra or {})}).encode()
+        entries.append(
+            har_entry(RESPONSES, request, body, e["startedDateTime"], "application/json")
+        )
+    return har(entries)

@@ -22,6 +22,7 @@ from tests.diff.sessions import (
     conversation_session,
     first_turn_only,
     handoff_session,
+    not_streamed,
     older_with_title,
     over_socket,
     responses_session,
@@ -132,6 +133,17 @@ def test_a_turn_handed_off_to_the_socket_is_read_as_its_stream(tmp_path: Path) -
     changes = compare(socket, shapes_of(tmp_path, "renamed", renamed))
     added = [(c.check, c.kind) for c in changes if c.level != "info"]
     assert added == [("kind-added", "event:turn_stream_complete")]
+
+
+def test_responses_answered_as_json_are_compared(tmp_path: Path) -> None:
+    weather = shapes_of(tmp_path, "weather", not_streamed(responses_session(WEATHER)))
+    calendar = shapes_of(tmp_path, "calendar", not_streamed(responses_session(CALENDAR)))
+    assert compare(weather, calendar) == []
+    tiered = not_streamed(responses_session(CALENDAR), {"service_tier": "flex"})
+    changes = compare(weather, shapes_of(tmp_path, "tiered", tiered))
+    assert [(c.check, c.kind, c.path) for c in changes] == [
+        ("path-added", "response:responses", "service_tier")
+    ]
 
 
 def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(

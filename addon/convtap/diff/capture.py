@@ -30,6 +30,7 @@ from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_mes
 # A resume leg goes on with its turn's events; a Responses socket carries the same events as
 # a POST (one socket, one context).
 FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
+JSON_RESPONSES = "responses-json"  # the family of Responses answers not streamed (JSON bodies)
 MAX_TURN_TOPICS = 64  # turn topics of one user socket reassembled at once (the oldest forgotten)
 
 
@@ -54,6 +55,11 @@ def database_shapes(path: Path) -> Shapes:
                 shapes.contexts["requests"] += 1
                 body = loads_or_none(row["request_body"])
                 add(shapes, f"request:{row['kind']}", _request(row["kind"], body), "requests")
+            elif source == "response":
+                body = loads_or_none(row["response_body"])
+                if isinstance(body, dict) and body.get("object") == "response":
+                    shapes.contexts[JSON_RESPONSES] += 1
+                    add(shapes, "response:responses", body, JSON_RESPONSES)
             elif source == "message":
                 message = message_value(row)
                 if not isinstance(message, dict):
