@@ -146,6 +146,23 @@ def test_responses_answered_as_json_are_compared(tmp_path: Path) -> None:
     ]
 
 
+def test_a_new_output_item_type_is_one_change_whichever_event_carries_it(tmp_path: Path) -> None:
+    log = responses_session(WEATHER)
+    for e in log["log"]["entries"]:
+        content = e["response"]["content"]
+        content["text"] = content["text"].replace('"type": "function_call"', '"type": "shell_v9"')
+    weather = shapes_of(tmp_path, "weather", responses_session(WEATHER))
+    changes = compare(weather, shapes_of(tmp_path, "new", log))
+    [added] = [c for c in changes if c.check == "path-added"]
+    assert added.path == "response.output[]{shell_v9}"
+    assert added.kinds == (
+        "event:response.completed",
+        "event:response.output_item.added",
+        "event:response.output_item.done",
+    )
+    assert [c.check for c in changes] == ["not-seen", "path-added"]
+
+
 def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(
     tmp_path: Path,
 ) -> None:

@@ -214,19 +214,28 @@ def _compare_path(
 
 
 def _fold(found: list[_Found]) -> list[tuple[_Found, list[str]]]:
-    """The same change at the same path of kinds of one prefix (`event:`): one, with its kinds."""
+    """The same change at the same path of kinds of one prefix (`event:`): one, with its kinds.
+    An output item is one path whichever event carries it: `item` of `response.output_item.*`,
+    an element of `response.output` of `response.*`."""
     folded: dict[tuple[str, str, str, str], tuple[_Found, list[str]]] = {}
     for f in found:
         shared = f.path != ""  # a whole kind is a change of its own
         where = f.kind.split(":", 1)[0] if shared else f.kind
-        key = (f.check, where, f.path, json.dumps(f.example))
+        path = f.path
+        if where == "event" and path.startswith(_OUTPUT_ITEM):
+            path = "item" + path[len(_OUTPUT_ITEM) :]
+        key = (f.check, where, path, json.dumps(f.example))
         if key not in folded:
             folded[key] = (_Found(f.check, f.kind, f.path, f.example, list(f.seen), f.unit), [])
         first, kinds = folded[key]
         if kinds:
             first.seen = [x + y for x, y in zip(first.seen, f.seen, strict=True)]
-        kinds.append(f.kind)
+        if f.kind not in kinds:
+            kinds.append(f.kind)
     return list(folded.values())
+
+
+_OUTPUT_ITEM = "response.output[]"
 
 
 def _change(item: tuple[_Found, list[str]]) -> Change:
