@@ -178,7 +178,7 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
         if old is None and new is not None:
             found.append(_Found("path-added", kind, path, _types(new), [0, of_a, new.count, of_b]))
         elif new is None and old is not None:
-            always = not is_context(path) and old.count >= of_a
+            always = not is_context(path) and old.count >= of_a and not _only_null(old)
             check = "path-removed" if always else "not-seen"
             found.append(_Found(check, kind, path, _types(old), [old.count, of_a, 0, of_b]))
         elif old is not None and new is not None:
@@ -186,12 +186,18 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
     return found
 
 
+def _only_null(shape: PathShape) -> bool:
+    """A field only ever null: its absence says no more than its null did (the server sends
+    either for nothing)."""
+    return set(shape.types) == {"null"}
+
+
 def _compare_path(
     kind: str, path: str, old: PathShape, new: PathShape, seen: list[int]
 ) -> list[_Found]:
     found: list[_Found] = []
     fresh = sorted(set(new.types) - set(old.types))
-    if set(old.types) == {"null"}:
+    if _only_null(old):
         fresh = []  # A never showed the field's type: nothing to compare B's with
     elif fresh == ["null"] and is_user_data(kind, path):
         fresh = []  # a user who gave no value (instructions: null) says nothing of the wire
@@ -200,7 +206,7 @@ def _compare_path(
         found.append(_Found("type-changed", kind, path, example, list(seen)))
     if not is_context(path):
         a_always, b_always = seen[0] >= seen[1], seen[2] >= seen[3]
-        if a_always and not b_always:
+        if a_always and not b_always and not _only_null(old):
             found.append(_Found("became-optional", kind, path, None, list(seen)))
         elif b_always and not a_always and seen[3] > 1:
             found.append(_Found("became-required", kind, path, None, list(seen)))
