@@ -336,3 +336,8 @@ def not_streamed(log: dict[str, Any], extra: dict[str, Any] | None = None) -> di
             har_entry(RESPONSES, request, body, e["startedDateTime"], "application/json")
         )
     return har(entries)
+
+
+def one_response(log: dict[str, Any], n: int) -> dict[str, Any]:
+    """Request `n` of a session alone (0: a function call; 1: a text answer)."""
+    return {"log": {**log["log"], "entries": [log["log"]["entries"][n]]}}

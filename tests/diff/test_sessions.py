@@ -24,6 +24,7 @@ from tests.diff.sessions import (
     handoff_session,
     not_streamed,
     older_with_title,
+    one_response,
     over_socket,
     responses_session,
     shorthand_input,
@@ -161,6 +162,28 @@ def test_a_new_output_item_type_is_one_change_whichever_event_carries_it(tmp_pat
         "event:response.output_item.done",
     )
     assert [c.check for c in changes] == ["not-seen", "path-added"]
+
+
+def test_events_of_an_item_type_count_against_the_responses_that_made_one(
+    tmp_path: Path,
+) -> None:
+    calls = shapes_of(tmp_path, "call", one_response(responses_session(WEATHER), 0))
+    says = shapes_of(tmp_path, "text", one_response(responses_session(CALENDAR), 1))
+    for changes in (compare(calls, says), compare(says, calls)):
+        assert [c for c in changes if c.level == "breaking"] == []
+        families = [c.kind for c in changes if c.kind.startswith("family:")]
+        assert families == ["family:responses function_call", "family:responses message"]
+    log = responses_session(CALENDAR)
+    for e in log["log"]["entries"]:  # the server stops streaming text deltas
+        events = e["response"]["content"]["text"].split("\n\n")
+        kept = [x for x in events if "response.output_text.delta" not in x]
+        e["response"]["content"]["text"] = "\n\n".join(kept)
+    changes = compare(
+        shapes_of(tmp_path, "all", responses_session(WEATHER)), shapes_of(tmp_path, "cut", log)
+    )
+    assert [(c.check, c.kind) for c in changes] == [
+        ("kind-removed", "event:response.output_text.delta")
+    ]
 
 
 def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(

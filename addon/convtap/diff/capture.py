@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from convtap.diff.baseline import is_shapes_file, read_shapes
-from convtap.diff.shapes import Shapes, add, is_user_data, message_kind, pointer_pattern
+from convtap.diff.shapes import (
+    IDENTIFIER,
+    Shapes,
+    add,
+    is_user_data,
+    message_kind,
+    pointer_pattern,
+)
 from convtap.ingest.capture import as_database
 from convtap.store.database import (
     StoreError,
@@ -31,6 +38,8 @@ from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_mes
 # a POST (one socket, one context).
 FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
 JSON_RESPONSES = "responses-json"  # the family of Responses answers not streamed (JSON bodies)
+MAX_FAMILIES = 64  # families one flow counts itself in (its own, its item types')
+MAX_ITEMS = 4096  # Responses items of one flow whose type is remembered
 MAX_TURN_TOPICS = 64  # turn topics of one user socket reassembled at once (the oldest forgotten)
 
 
@@ -118,7 +127,8 @@ class _FlowState:
 
     def __init__(self, shapes: Shapes, flow: str, family: str) -> None:
         self.shapes, self.flow, self.family = shapes, flow, family
-        self.counted = False
+        self.counted: Bounded[str, bool] = Bounded(MAX_FAMILIES)  # the families counted
+        self.items: Bounded[str, str] = Bounded(MAX_ITEMS)  # a Responses item's id -> type
         self.parser = SSEParser()
         self.record = ("", "add")  # p, o
         self.turns: Bounded[str, tuple[TurnTopicAssembler, _FlowState]] = Bounded(MAX_TURN_TOPICS)
@@ -128,10 +138,25 @@ class _FlowState:
             turn.feed("sse", assembler.close())
 
     def add(self, kind: str, obj: Any) -> None:
-        if not self.counted:
-            self.shapes.contexts[self.family] += 1
-            self.counted = True
-        add(self.shapes, kind, obj, self.family, self.flow)
+        family = self._family(obj)
+        if family not in self.counted:
+            self.shapes.contexts[family] += 1
+            self.counted[family] = True
+        add(self.shapes, kind, obj, family, self.flow)
+
+    def _family(self, event: Any) -> str:
+        """A Responses event about one item (`output_text.delta` of a message) is counted
+        against the responses that produced an item of its type (`responses message`): which
+        items a response has is the session's doing."""
+        if self.family != "responses" or not isinstance(event, dict):
+            return self.family
+        item = event.get("item")
+        item = item if isinstance(item, dict) else {}
+        item_id, item_type = item.get("id"), item.get("type")
+        if isinstance(item_id, str) and isinstance(item_type, str) and IDENTIFIER.match(item_type):
+            self.items[item_id] = item_type
+        kind = self.items.get(event.get("item_id"))  # type: ignore[arg-type]
+        return self.family if kind is None else f"{self.family} {kind}"
 
     def feed(self, source: str, data: str) -> None:
         if source.startswith("ws:"):
