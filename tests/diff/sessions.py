@@ -7,11 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from convtap.wire.wsturn import TurnTopicAssembler
+
 from tests.seeds import har_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDER = ROOT / "captures" / "examples" / "diff" / "older.har"
+HANDOFF = ROOT / "captures" / "examples" / "sse" / "handoff_ws"
 RESPONSES = "https://api.openai.com/v1/responses"
+AT = "2026-08-27T19:51:00.000Z"
 
 
 def entry(url: str, request: Any, sse: str, at: str) -> dict[str, Any]:
@@ -196,7 +200,8 @@ CALENDAR = {
 
 def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
     """older.har with other content: another prompt, other text streamed, other arguments and
-    another return body, other tool descriptions, and a title; the protocol unchanged."""
+    another return body, other tool descriptions and parameter types, another model, and a
+    title; the protocol unchanged."""
     log = json.loads(OLDER.read_text())
     swap = {
         "use o alefita way": "Famous People List Request, with dates",
@@ -204,8 +209,10 @@ def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
     }
     for e in log["log"]["entries"]:
         request = json.loads(e["request"]["postData"]["text"])
+        request["model"] = "gpt-4o-mini"  # the model the user picked
         for signature in request.get("local_function_signatures", []):
             signature["description"] = "Calls another tool, described otherwise."
+            signature["params"][0]["type"] = {"description": "How many", "type": "integer"}
         if drop_signatures:
             request.pop("local_function_signatures", None)
         text = json.dumps(request, ensure_ascii=False)
@@ -225,6 +232,9 @@ def conversation_session(drop_signatures: bool = False) -> dict[str, Any]:
                     "conversation_id": "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10",
                 }
             ]
+        )
+        body = body.replace(
+            '"resolved_model_slug": "gpt-5-6-thinking"', '"resolved_model_slug": "gpt-4o-mini"'
         )
         for old, new in swap.items():
             text, body = text.replace(old, new), body.replace(old, new)
@@ -247,3 +257,87 @@ def older_with_title() -> dict[str, Any]:
             ]
         )
     return log
+
+
+def over_socket(log: dict[str, Any]) -> dict[str, Any]:
+    """The same Responses session over one WebSocket (WebSocket mode): each request a
+    `response.create` frame, each event a frame of its own."""
+    frames = []
+    for e in log["log"]["entries"]:
+        body = json.loads(e["request"]["postData"]["text"])
+        body.pop("stream", None)
+        create = json.dumps({"type": "response.create", **body})
+        frames.append({"type": "send", "time": 1.0, "opcode": 1, "data": create})
+        for line in e["response"]["content"]["text"].split("\n"):
+            if line.startswith("data: "):
+                frames.append({"type": "receive", "time": 1.1, "opcode": 1, "data": line[6:]})
+    socket = har_entry(RESPONSES, {}, b"", log["log"]["entries"][0]["startedDateTime"])
+    socket["request"].update(method="GET", bodySize=0)
+    del socket["request"]["postData"]
+    socket["response"].update(status=101, statusText="Switching Protocols")
+    socket["_webSocketMessages"] = frames
+    return har([socket])
+
+
+def first_turn_only(log: dict[str, Any]) -> dict[str, Any]:
+    """A conversation's first request alone: a prompt, no tool return sent back."""
+    return {"log": {**log["log"], "entries": log["log"]["entries"][:1]}}
+
+
+def shorthand_input(log: dict[str, Any]) -> dict[str, Any]:
+    """The same Responses requests with `input` as a client may write it: a lone prompt as a
+    string, other messages without `type` and with their text as a string."""
+    log = json.loads(json.dumps(log))
+    for e in log["log"]["entries"]:
+        request = json.loads(e["request"]["postData"]["text"])
+        for item in request["input"]:
+            if item.get("type") == "message":
+                del item["type"]
+                item["content"] = item["content"][0]["text"]
+        if len(request["input"]) == 1:
+            request["input"] = request["input"][0]["content"]
+        e["request"]["postData"]["text"] = json.dumps(request)
+    return log
+
+
+def handoff_session(over_socket: bool, swap: tuple[str, str] = ("", "")) -> dict[str, Any]:
+    """The handoff example: a turn whose stream goes on over the user socket's turn topic, or
+    (not `over_socket`) the same events all in the POST's stream. `swap` edits the frames."""
+    body = HANDOFF.with_suffix(".sse").read_text()
+    frames = HANDOFF.with_suffix(".frames.jsonl").read_text().replace(*swap).splitlines()
+    request = {"action": "next", "messages": [], "model": "gpt-5"}
+    url = "https://chatgpt.com/backend-api/f/conversation"
+    if not over_socket:
+        assembler = TurnTopicAssembler()
+        rest = "".join(assembler.feed(f) for f in frames) + assembler.close()
+        return har([entry(url, request, body.replace("data: [DONE]\n\n", "") + rest, AT)])
+    socket = har_entry("https://chatgpt.com/backend-api/ws/user/u-1", {}, b"", AT)
+    socket["request"].update(method="GET", bodySize=0)
+    del socket["request"]["postData"]
+    socket["response"].update(status=101, statusText="Switching Protocols")
+    socket["_webSocketMessages"] = [
+        {"type": "receive", "time": 1.0 + n / 100, "opcode": 1, "data": f}
+        for n, f in enumerate(frames)
+    ]
+    return har([entry(url, request, body, AT), socket])
+
+
+def not_streamed(log: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The same Responses session without `stream`: each answer the final response as JSON
+    (with `extra` fields added)."""
+    entries = []
+    for e in log["log"]["entries"]:
+        request = json.loads(e["request"]["postData"]["text"])
+        request.pop("stream")
+        data = [line[6:] for line in e["response"]["content"]["text"].split("\n")]
+        final = [json.loads(d) for d in data if d.startswith("{")][-1]["response"]
+        body = json.dumps({**final, **(extra or {})}).encode()
+        entries.append(
+            har_entry(RESPONSES, request, body, e["startedDateTime"], "application/json")
+        )
+    return har(entries)
+
+
+def one_response(log: dict[str, Any], n: int) -> dict[str, Any]:
+    """Request `n` of a session alone (0: a function call; 1: a text answer)."""
+    return {"log": {**log["log"], "entries": [log["log"]["entries"][n]]}}

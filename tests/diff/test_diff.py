@@ -77,6 +77,20 @@ def test_became_optional_and_became_required() -> None:
     assert [(c.check, c.path) for c in compare(sometimes, always)] == [("became-required", "extra")]
 
 
+def test_a_field_only_ever_null_is_not_removed_by_its_absence() -> None:
+    null, some, none = Shapes(), Shapes(), Shapes()
+    for n in range(3):
+        add(null, "event:x", {"type": "x", "expires_at": None})
+        add(some, "event:x", {"type": "x", **({"expires_at": None} if n else {})})
+        add(none, "event:x", {"type": "x"})
+    assert compare(null, some) == []
+    assert [(c.check, c.level) for c in compare(null, none)] == [("not-seen", "info")]
+    timed = Shapes()
+    for n in range(3):
+        add(timed, "event:x", {"type": "x", "expires_at": n})
+    assert [c.check for c in compare(timed, none)] == ["path-removed"]
+
+
 def test_ids_and_free_text_are_never_enums() -> None:
     a, b = Shapes(), Shapes()
     add(a, "event:x", {"type": "x", "message_id": "m-1", "title": "Um", "status": "ok"})

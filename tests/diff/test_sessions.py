@@ -12,7 +12,7 @@ from typing import Any
 from convtap.diff.capture import capture_shapes
 from convtap.diff.compare import compare
 from convtap.diff.render import render
-from convtap.diff.shapes import IDENTIFIER, Shapes, add, is_user_data
+from convtap.diff.shapes import IDENTIFIER, Shapes, add, is_user_data, merge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +20,14 @@ from tests.diff.sessions import (
     CALENDAR,
     WEATHER,
     conversation_session,
+    first_turn_only,
+    handoff_session,
+    not_streamed,
     older_with_title,
+    one_response,
+    over_socket,
     responses_session,
+    shorthand_input,
 )
 
 FORMATS = ("text", "json", "markdown", "github")
@@ -73,6 +79,124 @@ def test_two_conversation_sessions_doing_different_work_diff_to_nothing(tmp_path
     other = shapes_of(tmp_path, "other", conversation_session())
     assert compare(one, other) == []
     assert compare(other, one) == []
+
+
+def test_responses_over_sse_and_over_a_websocket_diff_to_nothing(tmp_path: Path) -> None:
+    posted = shapes_of(tmp_path, "posted", responses_session(WEATHER))
+    socket = shapes_of(tmp_path, "socket", over_socket(responses_session(CALENDAR)))
+    assert "request:responses" in socket.kinds  # the socket's creates are its requests
+    assert compare(posted, socket) == []
+    assert compare(socket, posted) == []
+
+
+def test_an_input_string_or_untyped_message_is_the_message_it_stands_for(tmp_path: Path) -> None:
+    typed = shapes_of(tmp_path, "typed", responses_session(WEATHER))
+    shorthand = shapes_of(tmp_path, "short", shorthand_input(responses_session(CALENDAR)))
+    assert compare(typed, shorthand) == []
+    assert compare(shorthand, typed) == []
+
+
+def test_a_new_status_set_by_a_delta_op_is_one_change_at_the_message(tmp_path: Path) -> None:
+    log = older_with_title()
+    for e in log["log"]["entries"]:
+        content = e["response"]["content"]
+        content["text"] = content["text"].replace(
+            '"o": "replace", "v": "finished_successfully"', '"o": "replace", "v": "finished_late"'
+        )
+    changes = compare(shapes_of(tmp_path, "a", older_with_title()), shapes_of(tmp_path, "b", log))
+    added = [(c.check, c.kind, c.path, c.example) for c in changes if c.level != "info"]
+    assert added == [("enum-value-added", "message:assistant:all:text", "status", "finished_late")]
+
+
+def test_requests_of_a_protocol_one_side_has_no_traffic_of_are_not_compared(
+    tmp_path: Path,
+) -> None:
+    both = merge(
+        shapes_of(tmp_path, "chat", older_with_title()),
+        shapes_of(tmp_path, "api", responses_session(WEATHER)),
+    )
+    api = shapes_of(tmp_path, "other", responses_session(CALENDAR))
+    for changes in (compare(both, api), compare(api, both)):
+        assert [(c.check, c.kind) for c in changes] == [
+            ("not-seen", "family:conversation"),
+            ("not-seen", "family:turns"),
+        ]
+        assert "request:conversation" in changes[0].kinds
+
+
+def test_a_turn_handed_off_to_the_socket_is_read_as_its_stream(tmp_path: Path) -> None:
+    inline = shapes_of(tmp_path, "inline", handoff_session(over_socket=False))
+    socket = shapes_of(tmp_path, "socket", handoff_session(over_socket=True))
+    for changes in (compare(inline, socket), compare(socket, inline)):
+        assert [(c.check, c.kind) for c in changes] == [("not-seen", "family:websocket")]
+    complete = '\\"type\\": \\"message_stream_complete\\"'
+    renamed = handoff_session(True, (complete, complete.replace("message_", "turn_")))
+    changes = compare(socket, shapes_of(tmp_path, "renamed", renamed))
+    added = [(c.check, c.kind) for c in changes if c.level != "info"]
+    assert added == [("kind-added", "event:turn_stream_complete")]
+
+
+def test_responses_answered_as_json_are_compared(tmp_path: Path) -> None:
+    weather = shapes_of(tmp_path, "weather", not_streamed(responses_session(WEATHER)))
+    calendar = shapes_of(tmp_path, "calendar", not_streamed(responses_session(CALENDAR)))
+    assert compare(weather, calendar) == []
+    tiered = not_streamed(responses_session(CALENDAR), {"service_tier": "flex"})
+    changes = compare(weather, shapes_of(tmp_path, "tiered", tiered))
+    assert [(c.check, c.kind, c.path) for c in changes] == [
+        ("path-added", "response:responses", "service_tier")
+    ]
+
+
+def test_a_new_output_item_type_is_one_change_whichever_event_carries_it(tmp_path: Path) -> None:
+    log = responses_session(WEATHER)
+    for e in log["log"]["entries"]:
+        content = e["response"]["content"]
+        content["text"] = content["text"].replace('"type": "function_call"', '"type": "shell_v9"')
+    weather = shapes_of(tmp_path, "weather", responses_session(WEATHER))
+    changes = compare(weather, shapes_of(tmp_path, "new", log))
+    [added] = [c for c in changes if c.check == "path-added"]
+    assert added.path == "response.output[]{shell_v9}"
+    assert added.kinds == (
+        "event:response.completed",
+        "event:response.output_item.added",
+        "event:response.output_item.done",
+    )
+    assert [c.check for c in changes] == ["not-seen", "path-added"]
+
+
+def test_events_of_an_item_type_count_against_the_responses_that_made_one(
+    tmp_path: Path,
+) -> None:
+    calls = shapes_of(tmp_path, "call", one_response(responses_session(WEATHER), 0))
+    says = shapes_of(tmp_path, "text", one_response(responses_session(CALENDAR), 1))
+    for changes in (compare(calls, says), compare(says, calls)):
+        assert [c for c in changes if c.level == "breaking"] == []
+        families = [c.kind for c in changes if c.kind.startswith("family:")]
+        assert families == ["family:responses function_call", "family:responses message"]
+    log = responses_session(CALENDAR)
+    for e in log["log"]["entries"]:  # the server stops streaming text deltas
+        events = e["response"]["content"]["text"].split("\n\n")
+        kept = [x for x in events if "response.output_text.delta" not in x]
+        e["response"]["content"]["text"] = "\n\n".join(kept)
+    changes = compare(
+        shapes_of(tmp_path, "all", responses_session(WEATHER)), shapes_of(tmp_path, "cut", log)
+    )
+    assert [(c.check, c.kind) for c in changes] == [
+        ("kind-removed", "event:response.output_text.delta")
+    ]
+
+
+def test_a_tool_return_in_a_request_is_a_message_type_not_fields_gone_optional(
+    tmp_path: Path,
+) -> None:
+    prompt_only = shapes_of(tmp_path, "prompt", first_turn_only(older_with_title()))
+    with_return = shapes_of(tmp_path, "return", conversation_session())
+    changes = compare(prompt_only, with_return)
+    assert [c for c in changes if c.level == "breaking"] == []
+    typed = {(c.kind, c.path) for c in changes if c.check == "path-added"}
+    assert ("request:conversation", "messages[]{tool:all:code}") in typed
+    assert ("event:input_message", "input_message{tool:all:code}") in typed
+    assert not [c for c in changes if c.path.startswith("messages[].")]
 
 
 def test_a_change_to_the_shared_response_object_is_one_line(tmp_path: Path) -> None:
@@ -206,5 +330,6 @@ def test_captures_differing_only_in_user_data_diff_to_nothing(
     leaked = [t for t in free_text(first) | free_text(second) if t in shown]
     assert not leaked
     chosen = [v.strip() for c in (a, b) for k, v in c.items() if k in FREE_KEYS]
-    assert not [v for v in chosen if len(v) > 8 and v in shown]  # identifier-like or not
+    named = " ".join(planted.kinds)  # a text that is part of a kind's name ("title_gen")
+    assert not [v for v in chosen if len(v) > 8 and v in shown and v not in named]
     assert not re.search(r"[^\x00-\x7f→…]", shown.replace("A → B", ""))

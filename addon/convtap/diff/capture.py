@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from convtap.diff.baseline import is_shapes_file, read_shapes
-from convtap.diff.shapes import Shapes, add, is_user_data, message_kind, pointer_pattern
+from convtap.diff.shapes import (
+    IDENTIFIER,
+    Shapes,
+    add,
+    is_user_data,
+    message_kind,
+    pointer_pattern,
+)
 from convtap.ingest.capture import as_database
 from convtap.store.database import (
     StoreError,
@@ -22,12 +29,18 @@ from convtap.store.database import (
     message_value,
     open_readonly,
 )
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
+from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_messages
 
 # A resume leg goes on with its turn's events; a Responses socket carries the same events as
 # a POST (one socket, one context).
 FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
+JSON_RESPONSES = "responses-json"  # the family of Responses answers not streamed (JSON bodies)
+MAX_FAMILIES = 64  # families one flow counts itself in (its own, its item types')
+MAX_ITEMS = 4096  # Responses items of one flow whose type is remembered
+MAX_TURN_TOPICS = 64  # turn topics of one user socket reassembled at once (the oldest forgotten)
 
 
 def capture_shapes(path: Path) -> Shapes:
@@ -50,7 +63,12 @@ def database_shapes(path: Path) -> Shapes:
             if source == "request":
                 shapes.contexts["requests"] += 1
                 body = loads_or_none(row["request_body"])
-                add(shapes, f"request:{row['kind']}", body, "requests")
+                add(shapes, f"request:{row['kind']}", _request(row["kind"], body), "requests")
+            elif source == "response":
+                body = loads_or_none(row["response_body"])
+                if isinstance(body, dict) and body.get("object") == "response":
+                    shapes.contexts[JSON_RESPONSES] += 1
+                    add(shapes, "response:responses", body, JSON_RESPONSES)
             elif source == "message":
                 message = message_value(row)
                 if not isinstance(message, dict):
@@ -62,10 +80,12 @@ def database_shapes(path: Path) -> Shapes:
                 add(shapes, message_kind(message), message, "turns", context)
             else:
                 if row["flow_id"] != flow:
+                    state.close()
                     flow = row["flow_id"]
                     family = str(row["flow_kind"] or "?")
                     state = _FlowState(shapes, str(flow), FAMILIES.get(family, family))
                 state.feed(row["event"], event_text(row))
+        state.close()
     except sqlite3.DatabaseError as exc:  # a damaged page
         raise StoreError(f"{path} cannot be read: {exc}") from exc
     finally:
@@ -73,20 +93,70 @@ def database_shapes(path: Path) -> Shapes:
     return shapes
 
 
+def _request(kind: Any, body: Any) -> Any:
+    """A Responses request as the protocol has it, whichever transport carried it and whichever
+    of its forms the client wrote: a socket's `response.create` frame without its envelope
+    `type`, a POST without `stream` (which only picks SSE over a JSON body), an `input` string
+    as the one user message it stands for, an input message without `type` or with a string
+    `content` as the typed message with text parts it stands for."""
+    if kind != "responses" or not isinstance(body, dict):
+        return body
+    envelope = body.get("type") == "response.create"
+    request = {k: v for k, v in body.items() if k != "stream" and not (envelope and k == "type")}
+    items = request.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if isinstance(items, list):
+        request["input"] = [_input_item(item) for item in items]
+    return request
+
+
+def _input_item(item: Any) -> Any:
+    if not isinstance(item, dict) or "role" not in item or item.get("type", "message") != "message":
+        return item
+    typed = {**item, "type": "message"}
+    if isinstance(item.get("content"), str):  # the text alone, for one text part
+        typed["content"] = [{"type": "input_text", "text": item["content"]}]
+    return typed
+
+
 class _FlowState:
-    """One flow's raw events: SSE framing and the sticky delta record (rule 2), or WS frames."""
+    """One flow's raw events: SSE framing and the sticky delta record (rule 2), or WS frames.
+    A turn topic on the user socket carries a turn's SSE text (a handoff): it is reassembled
+    and read as a `conversation` flow of its own, as if it had come over SSE."""
 
     def __init__(self, shapes: Shapes, flow: str, family: str) -> None:
         self.shapes, self.flow, self.family = shapes, flow, family
-        self.counted = False
+        self.counted: Bounded[str, bool] = Bounded(MAX_FAMILIES)  # the families counted
+        self.items: Bounded[str, str] = Bounded(MAX_ITEMS)  # a Responses item's id -> type
         self.parser = SSEParser()
         self.record = ("", "add")  # p, o
+        self.turns: Bounded[str, tuple[TurnTopicAssembler, _FlowState]] = Bounded(MAX_TURN_TOPICS)
+
+    def close(self) -> None:
+        for assembler, turn in self.turns.values():
+            turn.feed("sse", assembler.close())
 
     def add(self, kind: str, obj: Any) -> None:
-        if not self.counted:
-            self.shapes.contexts[self.family] += 1
-            self.counted = True
-        add(self.shapes, kind, obj, self.family, self.flow)
+        family = self._family(obj)
+        if family not in self.counted:
+            self.shapes.contexts[family] += 1
+            self.counted[family] = True
+        add(self.shapes, kind, obj, family, self.flow)
+
+    def _family(self, event: Any) -> str:
+        """A Responses event about one item (`output_text.delta` of a message) is counted
+        against the responses that produced an item of its type (`responses message`): which
+        items a response has is the session's doing."""
+        if self.family != "responses" or not isinstance(event, dict):
+            return self.family
+        item = event.get("item")
+        item = item if isinstance(item, dict) else {}
+        item_id, item_type = item.get("id"), item.get("type")
+        if isinstance(item_id, str) and isinstance(item_type, str) and IDENTIFIER.match(item_type):
+            self.items[item_id] = item_type
+        kind = self.items.get(event.get("item_id"))  # type: ignore[arg-type]
+        return self.family if kind is None else f"{self.family} {kind}"
 
     def feed(self, source: str, data: str) -> None:
         if source.startswith("ws:"):
@@ -94,10 +164,14 @@ class _FlowState:
             if isinstance(frame, dict):  # the Responses API's WebSocket mode: one event a frame
                 kind = frame.get("type")
                 kind = kind if isinstance(kind, str) else "(untyped)"
+                if source == "ws:client" and kind == "response.create":
+                    return  # a request: its body is the socket turn's `request:responses`
                 self.add(f"event:{kind}" if source == "ws:server" else f"ws:{kind}", frame)
             for item in frame if isinstance(frame, list) else []:
                 if isinstance(item, dict):
                     self._ws_item(item)
+            if isinstance(frame, list) and source == "ws:server":
+                self._turn_topics(frame, data)
             return
         for event in self.parser.feed(data.encode()):
             if event.data == "[DONE]":
@@ -127,6 +201,17 @@ class _FlowState:
             self.add(kind, {})
             pattern = pointer_pattern(path)
             self.shapes.kinds[kind].add_value(pattern, v, is_user_data(kind, pattern))
+
+    def _turn_topics(self, frame: list[Any], data: str) -> None:
+        topics = {m.get("topic_id", t) for m, t in frame_messages(frame)}
+        for topic in sorted(t for t in topics if isinstance(t, str)):
+            if not topic.startswith(TURN_TOPIC_PREFIX):
+                continue
+            if topic not in self.turns:
+                turn = _FlowState(self.shapes, f"{self.flow} {topic}", "conversation")
+                self.turns[topic] = (TurnTopicAssembler(topic), turn)
+            assembler, turn = self.turns[topic]
+            turn.feed("sse", assembler.feed(data))
 
     def _ws_item(self, item: dict[str, Any]) -> None:
         payload = item.get("payload")

@@ -98,22 +98,27 @@ def compare(a: Shapes, b: Shapes) -> list[Change]:
         of_a, of_b = _contexts(a, family), _contexts(b, family)
         unit = UNITS.get(family, f"{family} flows")
         delta = kind.startswith("delta:")
+        protocol = _protocol(kind, family)
         if old is None and new is not None:
             if of_a == 0:
                 unseen.setdefault((family, "B"), []).append(kind)
+            elif _contexts(a, protocol) == 0:  # a request of a protocol A has no traffic of
+                unseen.setdefault((protocol, "B"), []).append(kind)
             else:
                 check = "op-added" if delta else "kind-added"
                 found.append(_Found(check, kind, "", None, [0, of_a, new.contexts, of_b], unit))
         elif new is None and old is not None:
             if of_b == 0:
                 unseen.setdefault((family, "A"), []).append(kind)
+            elif _contexts(b, protocol) == 0:
+                unseen.setdefault((protocol, "A"), []).append(kind)
             else:
                 always = old.contexts >= of_a
                 check = ("op-removed" if delta else "kind-removed") if always else "not-seen"
                 found.append(_Found(check, kind, "", None, [old.contexts, of_a, 0, of_b], unit))
         elif old is not None and new is not None:
             found += _compare_kind(kind, old, new)
-    changes = [_change(f) for f in _fold(found)]
+    changes = [_change(f) for f in _fold(_without_message_ops(found))]
     for (family, side), kinds in sorted(unseen.items()):
         other = "B" if side == "A" else "A"
         have = (a if side == "A" else b).contexts.get(family, 0) or "some"
@@ -124,6 +129,31 @@ def compare(a: Shapes, b: Shapes) -> list[Change]:
             Change("not-seen", level, f"family:{family}", "", detail, None, tuple(kinds))
         )
     return changes
+
+
+def _without_message_ops(found: list[_Found]) -> list[_Found]:
+    """A delta op's change at `/message/…` that a message kind shows at the same field (a new
+    `status` set by `replace`): the message's line says it, with the message's kind."""
+    at_messages = {
+        (f.check, f.path, json.dumps(f.example)) for f in found if f.kind.startswith("message:")
+    }
+    return [
+        f
+        for f in found
+        if not (
+            f.kind.startswith("delta:")
+            and f.path.startswith("/message/")
+            and (f.check, f.path[len("/message/") :].replace("/", "."), json.dumps(f.example))
+            in at_messages
+        )
+    ]
+
+
+def _protocol(kind: str, family: str) -> str:
+    """The family whose traffic a kind belongs to: a request's is its protocol's flows."""
+    if family != "requests":
+        return family
+    return "responses" if kind == "request:responses" else "conversation"
 
 
 def _contexts(shapes: Shapes, family: str) -> int:
@@ -148,7 +178,7 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
         if old is None and new is not None:
             found.append(_Found("path-added", kind, path, _types(new), [0, of_a, new.count, of_b]))
         elif new is None and old is not None:
-            always = not is_context(path) and old.count >= of_a
+            always = not is_context(path) and old.count >= of_a and not _only_null(old)
             check = "path-removed" if always else "not-seen"
             found.append(_Found(check, kind, path, _types(old), [old.count, of_a, 0, of_b]))
         elif old is not None and new is not None:
@@ -156,12 +186,18 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
     return found
 
 
+def _only_null(shape: PathShape) -> bool:
+    """A field only ever null: its absence says no more than its null did (the server sends
+    either for nothing)."""
+    return set(shape.types) == {"null"}
+
+
 def _compare_path(
     kind: str, path: str, old: PathShape, new: PathShape, seen: list[int]
 ) -> list[_Found]:
     found: list[_Found] = []
     fresh = sorted(set(new.types) - set(old.types))
-    if set(old.types) == {"null"}:
+    if _only_null(old):
         fresh = []  # A never showed the field's type: nothing to compare B's with
     elif fresh == ["null"] and is_user_data(kind, path):
         fresh = []  # a user who gave no value (instructions: null) says nothing of the wire
@@ -170,7 +206,7 @@ def _compare_path(
         found.append(_Found("type-changed", kind, path, example, list(seen)))
     if not is_context(path):
         a_always, b_always = seen[0] >= seen[1], seen[2] >= seen[3]
-        if a_always and not b_always:
+        if a_always and not b_always and not _only_null(old):
             found.append(_Found("became-optional", kind, path, None, list(seen)))
         elif b_always and not a_always and seen[3] > 1:
             found.append(_Found("became-required", kind, path, None, list(seen)))
@@ -184,19 +220,28 @@ def _compare_path(
 
 
 def _fold(found: list[_Found]) -> list[tuple[_Found, list[str]]]:
-    """The same change at the same path of kinds of one prefix (`event:`): one, with its kinds."""
+    """The same change at the same path of kinds of one prefix (`event:`): one, with its kinds.
+    An output item is one path whichever event carries it: `item` of `response.output_item.*`,
+    an element of `response.output` of `response.*`."""
     folded: dict[tuple[str, str, str, str], tuple[_Found, list[str]]] = {}
     for f in found:
         shared = f.path != ""  # a whole kind is a change of its own
         where = f.kind.split(":", 1)[0] if shared else f.kind
-        key = (f.check, where, f.path, json.dumps(f.example))
+        path = f.path
+        if where == "event" and path.startswith(_OUTPUT_ITEM):
+            path = "item" + path[len(_OUTPUT_ITEM) :]
+        key = (f.check, where, path, json.dumps(f.example))
         if key not in folded:
             folded[key] = (_Found(f.check, f.kind, f.path, f.example, list(f.seen), f.unit), [])
         first, kinds = folded[key]
         if kinds:
             first.seen = [x + y for x, y in zip(first.seen, f.seen, strict=True)]
-        kinds.append(f.kind)
+        if f.kind not in kinds:
+            kinds.append(f.kind)
     return list(folded.values())
+
+
+_OUTPUT_ITEM = "response.output[]"
 
 
 def _change(item: tuple[_Found, list[str]]) -> Change:

@@ -46,7 +46,7 @@ _FREE = re.compile(
     r"(^|\.)(id|[a-z_]*_id|ids|[a-z_]*_ids|text|parts|title|name|description|token|"
     r"[a-z_]*_time|[a-z_]*_at|content|prompt|reason|message|cwd|url|query|[a-z_]*token|"
     r"[a-z_]*_key|timezone|recipient|user|safety_identifier|server_label|namespace|"
-    r"filename|obfuscation|model)(\[\])?$"
+    r"filename|obfuscation|model|[a-z_]*model_slug)(\[\])?$"
 )
 
 
@@ -195,7 +195,13 @@ def walk(value: Any, kind: str, prefix: str = "") -> Iterator[tuple[str, str, An
 
 
 def _typed(path: str, value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else None
+    """An object's path with its type: its string `type`, or an f/conversation message's role,
+    recipient class and content type (a user's prompt and a tool's return carry other fields)."""
+    if not isinstance(value, dict):
+        return path
+    kind = value.get("type")
+    if kind is None and isinstance(value.get("author"), dict) and "content" in value:
+        kind = message_kind(value).removeprefix("message:")
     if isinstance(kind, str) and IDENTIFIER.match(kind) and not _ID.match(kind):
         return f"{path}{{{kind}}}"
     return path

@@ -620,11 +620,15 @@ def call_from_row(row: dict[str, Any]) -> Call:
 
 
 def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
-    """What shape inference reads, streamed: request bodies, final messages, raw events (in
-    order within each flow, with the flow's kind); messages in order of their turn."""
+    """What shape inference reads, streamed: request bodies, Responses answers sent as JSON,
+    final messages, raw events (in order within each flow, with the flow's kind); messages in
+    order of their turn."""
     for row in db.query("SELECT kind, request_body, started_at FROM flows "
                         "WHERE request_body IS NOT NULL"):  # fmt: skip
         yield "request", row
+    for row in db.query("SELECT kind, response_body FROM flows "
+                        "WHERE response_body IS NOT NULL AND kind = 'responses'"):  # fmt: skip
+        yield "response", row  # a Responses answer not streamed: its JSON body
     # every column: what `message_value` and `event_text` read differs by schema
     for row in db.query("SELECT * FROM messages ORDER BY turn_id"):
         yield "message", row
