@@ -8,6 +8,7 @@ piece from them. Everything in a capture is untrusted text: the template escapes
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from convtap.wire.jsonvalue import loads_or_none
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"
 LONG = 600  # characters shown before the rest of a text folds away
 LARGE = 500  # turns and calls beyond which the browser lays out only what is on screen
+NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class ReportError(Exception):
@@ -75,7 +77,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(when=when, clock=clock, json=compact, text=text, pretty=pretty,
-                       marked=marked_json)  # fmt: skip
+                       marked=marked_json, css=css_name)  # fmt: skip
     return env
 
 
@@ -122,6 +124,12 @@ def text(value: Any) -> Markup:
     """Escaped for an element's content, never an attribute: only &, < and > need it there,
     and leaving quotes alone keeps JSON readable and the page smaller."""
     return Markup(str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def css_name(value: Any) -> str:
+    """A value from a capture as one class name: a role or severity with spaces in it would
+    otherwise add classes of its own (`assistant finding` styled as a finding)."""
+    return NOT_IN_A_NAME.sub("-", str(value))
 
 
 def pretty(json_text: str | None) -> str:
