@@ -6,6 +6,9 @@ an attribute, or forges a finding."""
 from __future__ import annotations
 
 import json
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 from convtap.ingest.capture import import_into
 
 from tests.report.test_browser import Chromium, chromium
+from tests.report.test_live import DIRECT, open_live, serving, wait_page
 from tests.report.test_report import RULES, Page, rows
 from tests.runner import convtap
 
@@ -103,3 +107,49 @@ def test_nothing_hostile_runs_in_a_browser(browser: Chromium, capture: Path, rep
     findings = rows(capture, "SELECT count(*) FROM findings")[0][0]
     assert browser.evaluate("document.querySelectorAll('.finding').length") == findings
     assert browser.requests[-1:] == [report.as_uri()]
+
+
+def conversation_ids(browser: Chromium) -> list[str]:
+    return list(
+        browser.evaluate(
+            "[...document.querySelectorAll('#timeline > .conv')].map((el) => el.dataset.conv)"
+        )
+    )
+
+
+def test_a_conversation_id_the_html_parser_changes_is_updated_in_place(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    """A CR or a NUL in a conversation id reads back from the page changed: the live page still
+    replaces that conversation as it grows, never adds it again."""
+    har = (RULES / "return-recipient" / "fail.har").read_text()
+    odd = tmp_path / "odd.har"  # the id as written in a JSON string inside the HAR's JSON
+    odd.write_text(har.replace(CHOSEN[0], "a\\\\r\\\\nb\\\\u0000c\\\\rd"))
+    db = tmp_path / "capture.db"
+    assert not any(r.error for r in import_into(db, [RULES / "return-channel" / "pass.har"]))
+    with serving(db) as (_, url):
+        open_live(browser, url)
+        assert not any(r.error for r in import_into(db, [odd]))
+        wait_page(browser, "window.__convtapUpdates >= 1")
+        assert convtap("audit", "--db", str(db)).returncode == 1  # the conversation changes
+        wait_page(browser, "document.querySelectorAll('#timeline .finding').length > 0")
+        time.sleep(1)  # a few more polls: nothing more may come
+        ids = conversation_ids(browser)
+        assert sorted(ids) == sorted([CHOSEN[0], "a\nb\ufffdc\nd"]), ids
+
+
+def test_a_request_naming_another_host_is_refused(tmp_path: Path) -> None:
+    """DNS rebinding: a site whose name resolves to 127.0.0.1 gets nothing, token or not."""
+    db = hostile_capture(tmp_path)
+    with serving(db) as (_, url):
+        port = url.split(":")[2].split("/")[0]
+        for host, status in ((f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200),
+                             (f"evil.example:{port}", 403), ("evil.example", 403)):  # fmt: skip
+            for path in ("", "events"):
+                asked = urllib.request.Request(url + path, headers={"Host": host})
+                try:
+                    with DIRECT.open(asked, timeout=10) as answer:
+                        assert (answer.status, host) == (status, host)
+                except urllib.error.HTTPError as refused:
+                    assert (refused.code, host) == (status, host)
+                    assert refused.read() == b"%d\n" % status

@@ -35,6 +35,7 @@ from convtap.report.parts import LiveCapture, LivePage, Parts, Seen
 from convtap.store.database import StoreError
 
 HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
+NAMES = (HOST, "localhost")  # the only names a request may give as its Host
 POLL_MS = 200
 PING = timedelta(seconds=15)  # a comment line that finds a client gone
 MAX_CLIENTS = 16
@@ -103,6 +104,8 @@ class Guarded(RequestHandler):
         self.set_header("Cache-Control", "no-store")
 
     def prepare(self) -> None:
+        if self.request.host_name not in NAMES:  # DNS rebinding: another site's name for us
+            raise HTTPError(403)
         token = self.path_args[0] if self.path_args else ""
         if not hasattr(self, "live") or not self.live.allows(token):
             raise HTTPError(404)

@@ -142,7 +142,7 @@ class LivePage:
             for name in FIXED:  # sections with an id of their own, in every page
                 html[name] = self._block(name, context)
             for conv in conversations(capture):
-                key = f"conv:{conv.id or ''}"
+                key = f"conv:{conv.key}"
                 repeats[key] += 1
                 key = f"{key}#{repeats[key] - 1}" if repeats[key] > 1 else key
                 html[key] = self._block("conversation", {**context, "conv": conv})
