@@ -153,3 +153,30 @@ def test_a_request_naming_another_host_is_refused(tmp_path: Path) -> None:
                 except urllib.error.HTTPError as refused:
                     assert (refused.code, host) == (status, host)
                     assert refused.read() == b"%d\n" % status
+
+
+BIDI = "[\\u202a-\\u202e\\u2066-\\u2069]"
+
+
+def test_a_bidi_control_is_shown_never_obeyed(browser: Chromium, tmp_path: Path) -> None:
+    """A tool named `\\u202eyaw_atifela` would read `alefita_way`: it is shown with its escape,
+    in the page and its filters, and filtering by it still finds its call."""
+    har = (RULES / "return-recipient" / "fail.har").read_text()
+    odd = tmp_path / "odd.har"
+    odd.write_text(har.replace("alefita_way", "\\\\u202eyaw_atifela\\\\u2066"))
+    db = tmp_path / "capture.db"
+    assert not any(r.error for r in import_into(db, [odd]))
+    assert convtap("audit", "--db", str(db)).returncode == 1
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    browser.open(Path(ran.stdout.strip()).as_uri())
+    assert browser.evaluate(f"/{BIDI}/.test(document.documentElement.outerHTML)") is False
+    shown = "\\u202eyaw_atifela\\u2066"
+    assert shown in browser.evaluate("document.body.innerText")
+    tools = browser.evaluate(
+        "[...document.querySelectorAll('[name=tool] option')].map(o => o.value)"
+    )
+    assert shown in tools
+    browser.evaluate(f"window.convtapFilter({{tool: {json.dumps(shown)}}})")
+    calls = "[...document.querySelectorAll('.call')].filter((el) => el.checkVisibility()).length"
+    assert browser.evaluate(calls) == 1

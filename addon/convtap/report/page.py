@@ -34,6 +34,9 @@ TEMPLATE = resources.files("convtap.report") / "report.html.j2"
 LONG = 600  # characters shown before the rest of a text folds away
 LARGE = 500  # turns and calls beyond which the browser lays out only what is on screen
 NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
+# The controls that reorder the text after them (embeddings, overrides, isolates): a tool name
+# or an id with one in it would read as something else.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 class ReportError(Exception):
@@ -72,12 +75,13 @@ def write_report(db: Path, output: Path) -> Path:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         autoescape=True,  # a capture is untrusted input
+        finalize=visible,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
     env.filters.update(when=when, clock=clock, json=compact, text=text, pretty=pretty,
-                       marked=marked_json, css=css_name)  # fmt: skip
+                       marked=marked_json, css=css_name, visible=visible)  # fmt: skip
     return env
 
 
@@ -124,6 +128,15 @@ def text(value: Any) -> Markup:
     """Escaped for an element's content, never an attribute: only &, < and > need it there,
     and leaving quotes alone keeps JSON readable and the page smaller."""
     return Markup(str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def visible(value: Any) -> Any:
+    """What the page prints, each bidi control in it shown as its escape (`\\u202e`): every
+    value printed goes through it (the page's own markup has none)."""
+    if not isinstance(value, str) or not BIDI_CONTROLS.search(value):
+        return value
+    shown = BIDI_CONTROLS.sub(lambda found: f"\\u{ord(found[0]):04x}", value)
+    return Markup(shown) if isinstance(value, Markup) else shown
 
 
 def css_name(value: Any) -> str:

@@ -21,7 +21,7 @@ import jinja2
 import sqlite_utils
 from markupsafe import Markup
 
-from convtap.report.page import TEMPLATE, environment, page
+from convtap.report.page import TEMPLATE, environment, page, visible
 from convtap.report.timeline import conversations
 from convtap.store import report_queries as queries
 from convtap.store.database import open_readonly
@@ -147,7 +147,7 @@ class LivePage:
                 key = f"{key}#{repeats[key] - 1}" if repeats[key] > 1 else key
                 html[key] = self._block("conversation", {**context, "conv": conv})
                 order.append(key)
-            tools = tuple(queries.tools(capture))
+            tools = tuple(visible(tool) for tool in queries.tools(capture))  # as the page shows
         digests = {key: hashlib.blake2b(text.encode(), digest_size=16).digest()
                    for key, text in html.items()}  # fmt: skip
         return Parts(version, html, digests, tuple(order), tools)
