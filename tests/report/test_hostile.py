@@ -107,6 +107,9 @@ def test_nothing_hostile_runs_in_a_browser(browser: Chromium, capture: Path, rep
     findings = rows(capture, "SELECT count(*) FROM findings")[0][0]
     assert browser.evaluate("document.querySelectorAll('.finding').length") == findings
     assert browser.requests[-1:] == [report.as_uri()]
+    width = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    scrolled, shown = browser.evaluate(width)
+    assert scrolled == shown  # no long value widens the page past the window
 
 
 def conversation_ids(browser: Chromium) -> list[str]:
