@@ -6,6 +6,7 @@ an attribute, or forges a finding."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -183,3 +184,25 @@ def test_a_bidi_control_is_shown_never_obeyed(browser: Chromium, tmp_path: Path)
     browser.evaluate(f"window.convtapFilter({{tool: {json.dumps(shown)}}})")
     calls = "[...document.querySelectorAll('.call')].filter((el) => el.checkVisibility()).length"
     assert browser.evaluate(calls) == 1
+
+
+def test_only_the_pages_own_scripts_may_run(browser: Chromium, page: str, tmp_path: Path) -> None:
+    """Were markup from a capture ever to get into the page, its script would not run: the
+    Content-Security-Policy names each of the page's own scripts by its digest."""
+    tampered = tmp_path / "tampered.html"
+    injected = "<script>window.__pwned = 1</script><img src=x onerror='window.__pwned = 2'>"
+    tampered.write_text(page.replace("</main>", f"{injected}</main>"), encoding="utf-8")
+    browser.open(tampered.as_uri())  # waits for the page's own script
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_the_live_pages_scripts_run_and_no_other(browser: Chromium, capture: Path) -> None:
+    with serving(capture) as (_, url):
+        with DIRECT.open(url, timeout=10) as answer:
+            policy = answer.headers["Content-Security-Policy"]
+        assert re.search(r"script-src 'sha256-[^;']+' 'sha256-[^;']+';", policy), policy
+        open_live(browser, url)  # both of its scripts ran: filters ready, events connected
+        injected = "`<img src=x onerror='window.__pwned = 1'>`"
+        browser.evaluate(f"document.body.insertAdjacentHTML('beforeend', {injected})")
+        time.sleep(0.3)
+        assert browser.evaluate("typeof window.__pwned") == "undefined"

@@ -31,7 +31,7 @@ from tornado.locks import Condition
 from tornado.netutil import bind_sockets
 from tornado.web import Application, HTTPError, RequestHandler
 
-from convtap.report.parts import LiveCapture, LivePage, Parts, Seen
+from convtap.report.parts import SCRIPT_SRC, LiveCapture, LivePage, Parts, Seen
 from convtap.store.database import StoreError
 
 HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
@@ -40,7 +40,7 @@ POLL_MS = 200
 PING = timedelta(seconds=15)  # a comment line that finds a client gone
 MAX_CLIENTS = 16
 CSP = ("default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; "
-       "script-src 'unsafe-inline'; img-src data:")  # fmt: skip
+       f"script-src {SCRIPT_SRC}; img-src data:")  # fmt: skip
 
 
 class ListenError(Exception):

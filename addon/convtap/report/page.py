@@ -7,6 +7,8 @@ piece from them. Everything in a capture is untrusted text: the template escapes
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import sqlite3
@@ -14,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,6 +34,7 @@ from convtap.store.database import StoreError, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"
+FILTERS = resources.files("convtap.report") / "filters.js"
 LONG = 600  # characters shown before the rest of a text folds away
 LARGE = 500  # turns and calls beyond which the browser lays out only what is on screen
 NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -102,7 +106,20 @@ def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
         "failures": queries.failures(capture),
         "conversations": conversations(capture),
         "charts": charts(capture),
+        "filters": script(FILTERS),
+        "script_src": script_src(FILTERS),
     }
+
+
+def script(source: Traversable) -> Markup:
+    return Markup(source.read_text(encoding="utf-8"))
+
+
+def script_src(*sources: Traversable) -> str:
+    """The Content-Security-Policy's `script-src`: the digest of each of the page's scripts,
+    so that no other script runs (were markup from a capture ever to get in)."""
+    digests = (hashlib.sha256(script(s).encode()).digest() for s in sources)
+    return " ".join(f"'sha256-{base64.b64encode(d).decode()}'" for d in digests)
 
 
 # -- what the template formats with ----------------------------------------------------------
