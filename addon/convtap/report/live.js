@@ -9,13 +9,13 @@
   const state = document.createElement("span");
   document.querySelector(".top p").append(" · ", state);
 
-  // The key of each conversation, as the server names it: "conv:<id>" ("#n" after a repeated
-  // id). Every other part is a section named by its id ("summary", "charts").
+  // The key of each conversation, as the server names it: "conv:<digest of its id>" ("#n" after
+  // a repeated id). Every other part is a section named by its id ("summary", "charts").
   function parts() {
     const found = new Map();
     const seen = new Map();
     for (const el of timeline.querySelectorAll(":scope > .conv")) {
-      const id = el.dataset.conv || "";
+      const id = el.dataset.key || "";
       const n = seen.get(id) || 0;
       seen.set(id, n + 1);
       found.set(n ? `conv:${id}#${n}` : `conv:${id}`, el);

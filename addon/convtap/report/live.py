@@ -31,15 +31,16 @@ from tornado.locks import Condition
 from tornado.netutil import bind_sockets
 from tornado.web import Application, HTTPError, RequestHandler
 
-from convtap.report.parts import LiveCapture, LivePage, Parts, Seen
+from convtap.report.parts import SCRIPT_SRC, LiveCapture, LivePage, Parts, Seen
 from convtap.store.database import StoreError
 
 HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
+NAMES = (HOST, "localhost")  # the only names a request may give as its Host
 POLL_MS = 200
 PING = timedelta(seconds=15)  # a comment line that finds a client gone
 MAX_CLIENTS = 16
 CSP = ("default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; "
-       "script-src 'unsafe-inline'; img-src data:")  # fmt: skip
+       f"script-src {SCRIPT_SRC}; img-src data:")  # fmt: skip
 
 
 class ListenError(Exception):
@@ -103,6 +104,8 @@ class Guarded(RequestHandler):
         self.set_header("Cache-Control", "no-store")
 
     def prepare(self) -> None:
+        if self.request.host_name not in NAMES:  # DNS rebinding: another site's name for us
+            raise HTTPError(403)
         token = self.path_args[0] if self.path_args else ""
         if not hasattr(self, "live") or not self.live.allows(token):
             raise HTTPError(404)

@@ -7,12 +7,16 @@ piece from them. Everything in a capture is untrusted text: the template escapes
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,8 +34,13 @@ from convtap.store.database import StoreError, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"
+FILTERS = resources.files("convtap.report") / "filters.js"
 LONG = 600  # characters shown before the rest of a text folds away
 LARGE = 500  # turns and calls beyond which the browser lays out only what is on screen
+NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
+# The controls that reorder the text after them (embeddings, overrides, isolates): a tool name
+# or an id with one in it would read as something else.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 class ReportError(Exception):
@@ -70,12 +79,13 @@ def write_report(db: Path, output: Path) -> Path:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         autoescape=True,  # a capture is untrusted input
+        finalize=visible,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
     env.filters.update(when=when, clock=clock, json=compact, text=text, pretty=pretty,
-                       marked=marked_json)  # fmt: skip
+                       marked=marked_json, css=css_name, visible=visible)  # fmt: skip
     return env
 
 
@@ -96,7 +106,20 @@ def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
         "failures": queries.failures(capture),
         "conversations": conversations(capture),
         "charts": charts(capture),
+        "filters": script(FILTERS),
+        "script_src": script_src(FILTERS),
     }
+
+
+def script(source: Traversable) -> Markup:
+    return Markup(source.read_text(encoding="utf-8"))
+
+
+def script_src(*sources: Traversable) -> str:
+    """The Content-Security-Policy's `script-src`: the digest of each of the page's scripts,
+    so that no other script runs (were markup from a capture ever to get in)."""
+    digests = (hashlib.sha256(script(s).encode()).digest() for s in sources)
+    return " ".join(f"'sha256-{base64.b64encode(d).decode()}'" for d in digests)
 
 
 # -- what the template formats with ----------------------------------------------------------
@@ -122,6 +145,21 @@ def text(value: Any) -> Markup:
     """Escaped for an element's content, never an attribute: only &, < and > need it there,
     and leaving quotes alone keeps JSON readable and the page smaller."""
     return Markup(str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def visible(value: Any) -> Any:
+    """What the page prints, each bidi control in it shown as its escape (`\\u202e`): every
+    value printed goes through it (the page's own markup has none)."""
+    if not isinstance(value, str) or not BIDI_CONTROLS.search(value):
+        return value
+    shown = BIDI_CONTROLS.sub(lambda found: f"\\u{ord(found[0]):04x}", value)
+    return Markup(shown) if isinstance(value, Markup) else shown
+
+
+def css_name(value: Any) -> str:
+    """A value from a capture as one class name: a role or severity with spaces in it would
+    otherwise add classes of its own (`assistant finding` styled as a finding)."""
+    return NOT_IN_A_NAME.sub("-", str(value))
 
 
 def pretty(json_text: str | None) -> str:

@@ -19,14 +19,14 @@ from typing import Any
 
 import jinja2
 import sqlite_utils
-from markupsafe import Markup
 
-from convtap.report.page import TEMPLATE, environment, page
+from convtap.report.page import FILTERS, TEMPLATE, environment, page, script, script_src, visible
 from convtap.report.timeline import conversations
 from convtap.store import report_queries as queries
 from convtap.store.database import open_readonly
 
 SCRIPT = resources.files("convtap.report") / "live.js"
+SCRIPT_SRC = script_src(FILTERS, SCRIPT)  # the live page's scripts
 SUMMARY = "summary"
 FIXED = (SUMMARY, "charts")  # the template's blocks that are one section each, keyed by its id
 
@@ -113,12 +113,12 @@ class LivePage:
         self.db = db
         self.events = events
         self.template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
-        self._script = Markup(SCRIPT.read_text(encoding="utf-8"))
+        self._script = script(SCRIPT)
         self._macros: dict[str, Any] = {}
 
     def _context(self, capture: sqlite_utils.Database, version: int) -> dict[str, Any]:
         live = {"events": f"{self.events}?v={version}", "script": self._script}
-        return {**page(capture, self.db), "live": live}
+        return {**page(capture, self.db), "live": live, "script_src": SCRIPT_SRC}
 
     def whole(self, capture: sqlite_utils.Database, version: int) -> str:
         """The page, as `convtap report` writes it, with the live script that keeps it current
@@ -142,12 +142,12 @@ class LivePage:
             for name in FIXED:  # sections with an id of their own, in every page
                 html[name] = self._block(name, context)
             for conv in conversations(capture):
-                key = f"conv:{conv.id or ''}"
+                key = f"conv:{conv.key}"
                 repeats[key] += 1
                 key = f"{key}#{repeats[key] - 1}" if repeats[key] > 1 else key
                 html[key] = self._block("conversation", {**context, "conv": conv})
                 order.append(key)
-            tools = tuple(queries.tools(capture))
+            tools = tuple(visible(tool) for tool in queries.tools(capture))  # as the page shows
         digests = {key: hashlib.blake2b(text.encode(), digest_size=16).digest()
                    for key, text in html.items()}  # fmt: skip
         return Parts(version, html, digests, tuple(order), tools)

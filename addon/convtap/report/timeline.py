@@ -10,6 +10,7 @@ on its request. Each finding is placed exactly once.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, groupby
@@ -171,6 +172,13 @@ class Conversation:
     calls: int
     findings: int
     steps: Iterator[Step]
+
+    @property
+    def key(self) -> str:
+        """What names it in the live page: an attribute reads back an id with a CR or a NUL in
+        it changed (the HTML parser makes them LF and U+FFFD), a digest of it as it is."""
+        id_bytes = (self.id or "").encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(id_bytes, digest_size=16).hexdigest()
 
 
 def conversations(capture: sqlite_utils.Database) -> Iterator[Conversation]:
