@@ -234,6 +234,57 @@ def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) ->
             assert later.wait(60) and later.proc.returncode == 0
 
 
+def test_a_second_recording_session_into_the_same_database_is_recorded(tmp_path: Path) -> None:
+    """The first session's journal was consumed and removed, and its position stayed committed:
+    the second session's new journal, numbered from its first segment again, was read from
+    that old position, and every turn of the second session was lost, silently."""
+    bodies = burst_bodies(6)
+    db = tmp_path / "twice.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream:
+        for first in (0, 3):
+            with record(db, upstream, tmp_path) as rec:
+                send_burst(rec.port, 3, received, first)
+                rec.proc.send_signal(signal.SIGINT)
+                out = rec.wait(120)
+            assert rec.proc.returncode == 0, out[-2000:]
+    assert received == bodies
+    assert not journal_dir(db).exists()
+    assert_holds_what_the_client_got(db, received)
+    assert rows(db, "SELECT count(*) FROM flows") == [(6,)]
+
+
+def test_the_recorder_killed_between_turns_still_audits_them_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Killed when no flow was open, the restarted recorder began with an empty audit state:
+    the calls recorded before the kill never got their `call-unanswered` finding."""
+    bodies = burst_bodies(4)
+    db = tmp_path / "between.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as rec:
+        send_burst(rec.port, len(bodies), received)
+
+        def committed() -> bool:  # every turn's call, and the position after its end
+            ended = "SELECT count(*) FROM flows WHERE ended_at IS NOT NULL"
+            return rows(db, ended) == [(4,)] and rows(db, "SELECT count(*) FROM tool_calls") == [
+                (4,)
+            ]
+
+        assert wait_for(committed, 60)
+        time.sleep(1.0)  # the recorder commits what waited once it is idle
+        (recorder,) = children(rec.proc.pid)
+        os.kill(recorder, signal.SIGKILL)
+        assert rec.wait(60) and rec.proc.returncode == 1
+    command = [sys.executable, "-m", "convtap.cli", "record", "--catch-up", "--db", str(db)]
+    caught = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert caught.returncode == 0, caught.stderr[-2000:]
+    assert received == bodies
+    assert_holds_what_the_client_got(db, received)
+    unanswered = "SELECT count(DISTINCT call_id) FROM findings WHERE rule = 'call-unanswered'"
+    assert rows(db, unanswered) == [(4,)]
+
+
 @pytest.mark.parametrize("database", ["not a database", "in use"])
 def test_mitmdump_with_the_addon_refuses_a_database_in_one_line(
     tmp_path: Path, database: str
