@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from convtap.journal.segments import hold, journal_dir
+from convtap.journal.backend import DISK_FULL
+from convtap.journal.segments import JournalWriter, hold, journal_dir
 from convtap.record.worker import NICE
 from convtap.store.database import check_database
 
@@ -200,6 +201,32 @@ def test_a_full_disk_stops_recording_loudly_and_never_the_traffic(
         rec.proc.send_signal(signal.SIGINT)
         out = rec.wait(120)
     assert "recording stopped" in out and "No space left on device" in out
+
+
+def test_a_recorder_that_finds_the_disk_full_at_its_start_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """The proxy's journal filled a small disk before its recorder process had opened the
+    database: the recorder died with two tracebacks, the second calling the capture "not a
+    usable SQLite database"."""
+    with small_tmpfs(tmp_path / "small", "2m") as where:
+        db = where / "capture.db"
+        check_database(db)  # as `convtap record` makes it before the proxy starts
+        journal = JournalWriter(journal_dir(db))
+        journal.close()
+        with (where / "filler").open("wb") as filler, contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        for leftover in ("-wal", "-shm"):
+            Path(f"{db}{leftover}").unlink(missing_ok=True)
+        command = [sys.executable, "-m", "convtap.record.worker", str(db), "--echo", "off"]
+        ran = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    assert ran.returncode == DISK_FULL, ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"convtap: recording stopped: cannot write into {db}: the disk is full (disk I/O error)"
+    ]
 
 
 def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) -> None:

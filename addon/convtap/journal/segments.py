@@ -166,13 +166,18 @@ def remove_if_unused(directory: Path) -> None:
 
 
 def _make_id(directory: Path) -> None:
-    """Give a journal that has no segment yet an id of its own (written whole, or not at all)."""
+    """Give a journal that has no segment yet an id of its own (written whole, or not at all:
+    without one, it is read from its start)."""
     path = directory / ID_FILE
     if segments(directory) or path.exists():
         return
     partial = directory / f"{ID_FILE}.{os.getpid()}"
-    partial.write_text(secrets.token_hex(8), encoding="ascii")
-    os.replace(partial, path)
+    try:
+        partial.write_text(secrets.token_hex(8), encoding="ascii")
+        os.replace(partial, path)
+    except OSError:  # a full disk: the first segment fails too, and says so
+        with contextlib.suppress(OSError):
+            partial.unlink()
 
 
 def encode_parts(event: RecorderEvent) -> tuple[bytes, ...]:
@@ -226,12 +231,7 @@ class JournalWriter:
             raise JournalError(
                 f"cannot make the journal {directory}: {exc.strerror or exc}"
             ) from exc
-        try:
-            _make_id(directory)
-        except OSError as exc:
-            raise JournalError(
-                f"cannot make the journal {directory}: {exc.strerror or exc}"
-            ) from exc
+        _make_id(directory)
         present = segments(directory)
         self._number = (present[-1] if present else 0) + 1
         self._fd = -1

@@ -47,7 +47,7 @@ from convtap.journal.segments import (
 from convtap.record.local import echo_to, redactor
 from convtap.record.queued_output import QueuedOutput
 from convtap.record.recorder import Recorder
-from convtap.store.database import StoreFull, Writer, audit_timeline, reader_beside
+from convtap.store.database import StoreError, StoreFull, Writer, audit_timeline, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
 from convtap.wire.session import SOCKETS, endpoint_kind
 
@@ -254,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreFull as exc:  # the journal keeps what it can; a restart records it
         print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
         return DISK_FULL
+    except StoreError as exc:  # the database cannot be written (locked, damaged): say so
+        print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         if dropped := stdout.dropped + stderr.dropped:
             print(f"convtap: {dropped} lines of the recorder's output were dropped: their"

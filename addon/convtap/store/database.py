@@ -143,6 +143,8 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
                 f"{path} is locked by another process (waited {BUSY_TIMEOUT:.0f} s): try again "
                 "once it is done"
             ) from exc
+        if "full" in str(exc) or _no_space(path):  # SQLite says "disk I/O error" for its -shm
+            raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
@@ -506,6 +508,13 @@ def message_value(row: dict[str, Any]) -> Any:
 def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:
     """The values with each lone surrogate in their text as U+FFFD, as invalid UTF-8 is read."""
     return tuple(LONE_SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for v in values)
+
+
+def _no_space(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
