@@ -315,7 +315,7 @@ def record(
     from mitmproxy.tools import cmdline, dump
     from mitmproxy.tools.main import run
 
-    from convtap.journal.segments import JournalError, check_free, journal_dir
+    from convtap.journal.segments import JournalError, check_free, journal_dir, remove_if_unused
     from convtap.proxy.addon import ConvtapAddon
     from convtap.record.local import redactor
     from convtap.record.queued_output import QueuedOutput
@@ -383,8 +383,7 @@ def record(
             from convtap.store.database import remove_if_empty
 
             remove_if_empty(db)
-            with contextlib.suppress(OSError):
-                journal_dir(db).rmdir()  # only when empty
+            remove_if_unused(journal_dir(db))
         sys.exit(2)
     finally:
         if page is not None:

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from convtap.journal.segments import hold, journal_dir
+from convtap.journal.backend import DISK_FULL
+from convtap.journal.segments import JournalWriter, hold, journal_dir
 from convtap.record.worker import NICE
 from convtap.store.database import check_database
 
@@ -202,6 +203,32 @@ def test_a_full_disk_stops_recording_loudly_and_never_the_traffic(
     assert "recording stopped" in out and "No space left on device" in out
 
 
+def test_a_recorder_that_finds_the_disk_full_at_its_start_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """The proxy's journal filled a small disk before its recorder process had opened the
+    database: the recorder died with two tracebacks, the second calling the capture "not a
+    usable SQLite database"."""
+    with small_tmpfs(tmp_path / "small", "2m") as where:
+        db = where / "capture.db"
+        check_database(db)  # as `convtap record` makes it before the proxy starts
+        journal = JournalWriter(journal_dir(db))
+        journal.close()
+        with (where / "filler").open("wb") as filler, contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        for leftover in ("-wal", "-shm"):
+            Path(f"{db}{leftover}").unlink(missing_ok=True)
+        command = [sys.executable, "-m", "convtap.record.worker", str(db), "--echo", "off"]
+        ran = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    assert ran.returncode == DISK_FULL, ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"convtap: recording stopped: cannot write into {db}: the disk is full (disk I/O error)"
+    ]
+
+
 def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) -> None:
     """Two `convtap record` on one database (both default to captures/capture.db) shared its
     journal, and each took the other's open segment for a crash's torn tail: half the turns
@@ -232,6 +259,57 @@ def test_a_second_recording_into_the_same_database_is_refused(tmp_path: Path) ->
         with record(db, upstream, tmp_path) as later:  # once it is done, the database is free
             later.proc.send_signal(signal.SIGINT)
             assert later.wait(60) and later.proc.returncode == 0
+
+
+def test_a_second_recording_session_into_the_same_database_is_recorded(tmp_path: Path) -> None:
+    """The first session's journal was consumed and removed, and its position stayed committed:
+    the second session's new journal, numbered from its first segment again, was read from
+    that old position, and every turn of the second session was lost, silently."""
+    bodies = burst_bodies(6)
+    db = tmp_path / "twice.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream:
+        for first in (0, 3):
+            with record(db, upstream, tmp_path) as rec:
+                send_burst(rec.port, 3, received, first)
+                rec.proc.send_signal(signal.SIGINT)
+                out = rec.wait(120)
+            assert rec.proc.returncode == 0, out[-2000:]
+    assert received == bodies
+    assert not journal_dir(db).exists()
+    assert_holds_what_the_client_got(db, received)
+    assert rows(db, "SELECT count(*) FROM flows") == [(6,)]
+
+
+def test_the_recorder_killed_between_turns_still_audits_them_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Killed when no flow was open, the restarted recorder began with an empty audit state:
+    the calls recorded before the kill never got their `call-unanswered` finding."""
+    bodies = burst_bodies(4)
+    db = tmp_path / "between.db"
+    received: list[bytes] = []
+    with burst_upstream(bodies) as upstream, record(db, upstream, tmp_path) as rec:
+        send_burst(rec.port, len(bodies), received)
+
+        def committed() -> bool:  # every turn's call, and the position after its end
+            ended = "SELECT count(*) FROM flows WHERE ended_at IS NOT NULL"
+            return rows(db, ended) == [(4,)] and rows(db, "SELECT count(*) FROM tool_calls") == [
+                (4,)
+            ]
+
+        assert wait_for(committed, 60)
+        time.sleep(1.0)  # the recorder commits what waited once it is idle
+        (recorder,) = children(rec.proc.pid)
+        os.kill(recorder, signal.SIGKILL)
+        assert rec.wait(60) and rec.proc.returncode == 1
+    command = [sys.executable, "-m", "convtap.cli", "record", "--catch-up", "--db", str(db)]
+    caught = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert caught.returncode == 0, caught.stderr[-2000:]
+    assert received == bodies
+    assert_holds_what_the_client_got(db, received)
+    unanswered = "SELECT count(DISTINCT call_id) FROM findings WHERE rule = 'call-unanswered'"
+    assert rows(db, unanswered) == [(4,)]
 
 
 @pytest.mark.parametrize("database", ["not a database", "in use"])

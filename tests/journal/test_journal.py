@@ -24,8 +24,11 @@ from convtap.journal.segments import (
     JournalWriter,
     Position,
     check_free,
+    committed_positions,
     hold,
     journal_dir,
+    journal_id,
+    position_text,
     segment_path,
     segments,
 )
@@ -269,3 +272,21 @@ def test_a_damaged_record_costs_only_itself(
     assert len(flows) == len(rows(whole, "SELECT id FROM flows")) - 1  # that flow's request
     events_kept = rows(damaged, "SELECT count(*) FROM events")[0][0]
     assert events_kept > 0
+
+
+def test_a_position_committed_for_another_journal_reads_a_new_one_from_its_start(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "capture.db.journal"
+    writer = JournalWriter(directory)
+    writer.close()
+    ident = journal_id(directory)
+    assert len(ident) == 16
+    mine = position_text(Position(1, 900), Position(1, 40), ident)
+    assert committed_positions(directory, mine) == (Position(1, 900), Position(1, 40))
+    earlier = position_text(Position(3, 900), Position(3, 900), "0" * 16)
+    assert committed_positions(directory, earlier) == (Position(0, 0), Position(0, 0))
+    # a position committed before journals had an id is another journal's too
+    assert committed_positions(directory, "3:900;3:900") == (Position(0, 0), Position(0, 0))
+    (directory / "id").unlink()  # a journal made before ids, and its own position
+    assert committed_positions(directory, "3:900;3:40") == (Position(3, 900), Position(3, 40))

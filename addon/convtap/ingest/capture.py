@@ -14,7 +14,13 @@ from typing import Any
 from convtap.contract.audit import AuditResult, audit
 from convtap.contract.registry import Finding
 from convtap.ingest.readers import DATABASES, CaptureError, TruncatedFile, import_file
-from convtap.journal.segments import JournalError, Position, check_free, journal_dir, unconsumed
+from convtap.journal.segments import (
+    JournalError,
+    check_free,
+    committed_positions,
+    journal_dir,
+    unconsumed,
+)
 from convtap.record.local import LocalRecorder
 from convtap.store.database import (
     StoreError,
@@ -161,7 +167,7 @@ def unrecorded(path: Path) -> Unrecorded | None:
         return None
     db = open_readonly(path)
     try:
-        committed = Position.parse((journal_position(db) or "").partition(";")[0])
+        committed, _ = committed_positions(directory, journal_position(db))
     finally:
         db.conn.close()
     left = unconsumed(directory, committed)

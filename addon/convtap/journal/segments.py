@@ -27,6 +27,8 @@ import contextlib
 import fcntl
 import os
 import pickle
+import secrets
+import shutil
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -132,6 +134,52 @@ def segment_path(directory: Path, number: int) -> Path:
     return directory / f"{number:010d}{SUFFIX}"
 
 
+ID_FILE = "id"  # which journal this is: a new one after a clean end numbers its segments anew
+
+
+def journal_id(directory: Path) -> str:
+    """The journal's id ("" for a journal made before journals had one)."""
+    try:
+        return (directory / ID_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def remove_journal(directory: Path) -> None:
+    """A consumed journal removed: its segments first, its id last, so that a crash midway
+    leaves what the committed position still matches."""
+    for number in segments(directory):
+        with contextlib.suppress(FileNotFoundError):
+            segment_path(directory, number).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (directory / ID_FILE).unlink()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def remove_if_unused(directory: Path) -> None:
+    """A journal no record was written to (a run that never started) removed, if nothing else
+    is in its folder."""
+    if not segments(directory):
+        with contextlib.suppress(OSError):
+            (directory / ID_FILE).unlink()
+            directory.rmdir()
+
+
+def _make_id(directory: Path) -> None:
+    """Give a journal that has no segment yet an id of its own (written whole, or not at all:
+    without one, it is read from its start)."""
+    path = directory / ID_FILE
+    if segments(directory) or path.exists():
+        return
+    partial = directory / f"{ID_FILE}.{os.getpid()}"
+    try:
+        partial.write_text(secrets.token_hex(8), encoding="ascii")
+        os.replace(partial, path)
+    except OSError:  # a full disk: the first segment fails too, and says so
+        with contextlib.suppress(OSError):
+            partial.unlink()
+
+
 def encode_parts(event: RecorderEvent) -> tuple[bytes, ...]:
     """A record as the pieces written one after the other."""
     if type(event) is BodyChunk:
@@ -183,6 +231,7 @@ class JournalWriter:
             raise JournalError(
                 f"cannot make the journal {directory}: {exc.strerror or exc}"
             ) from exc
+        _make_id(directory)
         present = segments(directory)
         self._number = (present[-1] if present else 0) + 1
         self._fd = -1
@@ -277,6 +326,24 @@ class Position:
             return cls(0, 0)
         segment, offset = text.split(":", 1)
         return cls(int(segment), int(offset))
+
+
+def committed_positions(directory: Path, text: str | None) -> tuple[Position, Position]:
+    """(where to read on, the low-water mark) as a recorder committed them (`read;low;id`):
+    the journal's start when they were committed for another journal (an earlier one beside
+    the same capture, consumed and removed)."""
+    if not text:
+        return Position(0, 0), Position(0, 0)
+    committed, _, rest = text.partition(";")
+    low, _, ident = rest.partition(";")
+    if ident != journal_id(directory):
+        return Position(0, 0), Position(0, 0)
+    return Position.parse(committed), Position.parse(low or committed)
+
+
+def position_text(position: Position, low: Position, ident: str) -> str:
+    """What `committed_positions` reads back, for the journal whose id is `ident`."""
+    return f"{position.text()};{low.text()};{ident}"
 
 
 class JournalReader:

@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import os
 import select
-import shutil
 import signal
 import sys
 import time
@@ -36,15 +35,19 @@ from convtap.journal.events import (
 from convtap.journal.segments import (
     JournalReader,
     Position,
+    committed_positions,
     hold,
     journal_dir,
+    journal_id,
+    position_text,
+    remove_journal,
     segment_path,
     segments,
 )
 from convtap.record.local import echo_to, redactor
 from convtap.record.queued_output import QueuedOutput
 from convtap.record.recorder import Recorder
-from convtap.store.database import StoreFull, Writer, audit_timeline, reader_beside
+from convtap.store.database import StoreError, StoreFull, Writer, audit_timeline, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
 from convtap.wire.session import SOCKETS, endpoint_kind
 
@@ -59,13 +62,14 @@ class JournalConsumer:
     def __init__(self, db: str, *, redact: bool, echo: str) -> None:
         self.writer = Writer(db)
         self.directory = journal_dir(db)
+        self.journal_id = journal_id(self.directory)
         self.recorder = Recorder(self.writer, redactor(redact), echo_to(echo))
-        committed, low = _positions(self.writer.journal_position())
+        committed, low = self._positions()
         self.reader = JournalReader(self.directory, committed)
         self.position = committed  # the end of the last record taken
         self.open: dict[str, Position] = {}  # HTTP flow -> where its first record starts
         self.sockets: set[str] = set()  # WebSocket flows still open
-        if low < committed:
+        if committed > Position(0, 0):  # a recorder stopped midway: its audit state too
             self._recover(low, committed)
 
     # -- running -----------------------------------------------------------------------------
@@ -98,14 +102,14 @@ class JournalConsumer:
         """Every flow still open was cut; the last findings; the journal removed if done."""
         self._interrupt()
         self.recorder.close()
-        self.writer.mark(_text(self.position, self.position))
+        self.writer.mark(self._text(self.position, self.position))
         self.writer.close()
         self.reader.release()
         if self.reader.damaged:
             print(f"convtap: {self.reader.damaged} damaged record(s) of the journal"
                   f" {self.directory} were skipped", file=sys.stderr, flush=True)  # fmt: skip
         if self.reader.closed or not segments(self.directory):
-            shutil.rmtree(self.directory, ignore_errors=True)
+            remove_journal(self.directory)
         else:  # the writer is closed: its last mark was committed, both positions at ours
             self._drop_consumed(keep=self.position.segment)
 
@@ -125,7 +129,7 @@ class JournalConsumer:
                 self.sockets.discard(event.flow_id)
             self.recorder.handle_safely(event)
         self.position = position
-        self.writer.mark(_text(position, min(self.open.values(), default=position)))
+        self.writer.mark(self._text(position, min(self.open.values(), default=position)))
 
     def _interrupt(self) -> None:
         """The proxy stopped: every flow it left open is over."""
@@ -140,13 +144,19 @@ class JournalConsumer:
     def _drop_consumed(self, keep: int | None = None) -> None:
         """Segments before both committed positions (or `keep`) are consumed: delete them."""
         if keep is None:
-            committed, low = _positions(self.writer.journal_position())
+            committed, low = self._positions()
             keep = min(committed.segment, low.segment)
         for number in segments(self.directory):
             if number >= keep:
                 break
             with contextlib.suppress(OSError):
                 segment_path(self.directory, number).unlink()
+
+    def _positions(self) -> tuple[Position, Position]:
+        return committed_positions(self.directory, self.writer.journal_position())
+
+    def _text(self, position: Position, low: Position) -> str:
+        return position_text(position, low, self.journal_id)
 
     # -- after a crash ---------------------------------------------------------------------------
 
@@ -209,18 +219,6 @@ def catch_up(db: Path, *, redact: bool, echo: str) -> bool:
     return True
 
 
-def _positions(text: str | None) -> tuple[Position, Position]:
-    """(where to read on, the low-water mark) as committed."""
-    if not text:
-        return Position(0, 0), Position(0, 0)
-    committed, _, low = text.partition(";")
-    return Position.parse(committed), Position.parse(low or committed)
-
-
-def _text(position: Position, low: Position) -> str:
-    return f"{position.text()};{low.text()}"
-
-
 def _stdin_closed(timeout: float) -> bool:
     """Wait up to `timeout` for the proxy's pipe; True once it has closed (the proxy is gone)."""
     ready, _, _ = select.select([sys.stdin.fileno()], [], [], timeout)
@@ -256,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreFull as exc:  # the journal keeps what it can; a restart records it
         print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
         return DISK_FULL
+    except StoreError as exc:  # the database cannot be written (locked, damaged): say so
+        print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         if dropped := stdout.dropped + stderr.dropped:
             print(f"convtap: {dropped} lines of the recorder's output were dropped: their"

@@ -143,6 +143,8 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
                 f"{path} is locked by another process (waited {BUSY_TIMEOUT:.0f} s): try again "
                 "once it is done"
             ) from exc
+        if "full" in str(exc) or _no_space(path):  # SQLite says "disk I/O error" for its -shm
+            raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
@@ -508,6 +510,13 @@ def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(LONE_SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for v in values)
 
 
+def _no_space(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
+
+
 def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
     if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
         raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
@@ -572,11 +581,10 @@ def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
     stored, and within a flow its prepare or request comes first, then its calls, then the
     message ids its stream showed."""
     queries = [
-        (0, "SELECT started_at AS at, rowid AS rank, request_body FROM flows "
-            "WHERE kind = 'prepare'"),
+        (0, "SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'"),
         (2, "SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
             "LEFT JOIN flows f ON f.id = c.turn_id"),
-        (1, "SELECT started_at AS at, rowid AS rank, id, kind, request_body, status FROM flows "
+        (1, "SELECT started_at AS at, rowid AS rank, id, kind, status FROM flows "
             "WHERE kind IN ('conversation', 'responses')"),
         (3, "SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, "
             "m.conversation_id FROM messages m LEFT JOIN flows f ON f.id = m.turn_id"),
@@ -587,7 +595,10 @@ def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
             yield row["at"] or 0.0, row["rank"], order, row
 
     merged = heapq.merge(*(stream(o, sql) for o, sql in queries), key=lambda r: r[:3])
-    for at, _, order, row in merged:
+    for at, rank, order, row in merged:
+        if order in (0, 1):  # a body is read once its turn comes: sorted, they filled memory
+            body = "SELECT request_body FROM flows WHERE rowid = ?"
+            row["request_body"] = db.execute(body, (rank,)).fetchone()[0]
         yield _happening(at, order, row)
 
 
