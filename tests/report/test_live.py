@@ -52,12 +52,13 @@ def wait_page(browser: Chromium, expression: str, timeout: float = DEADLINE) -> 
 
 
 def open_live(browser: Chromium, url: str) -> None:
-    """Open the page and wait until its events are connected; mark the document, so that a
-    reload would show (the mark would be gone)."""
+    """Open the page and wait until its events are connected (an update may already have come:
+    the recorder making the capture is one); mark the document, so that a reload would show
+    (the mark would be gone)."""
     browser.requests.clear()
     browser.open(url)
-    wait_page(browser, "window.__convtapReady === true"
-              " && document.querySelector('.top p').textContent.endsWith('· live')")  # fmt: skip
+    wait_page(browser, "window.__convtapReady === true && /· live(: updated [0-9:.]+)?$/"
+              ".test(document.querySelector('.top p').textContent)")  # fmt: skip
     browser.evaluate("window.__sameDocument = true")
 
 
