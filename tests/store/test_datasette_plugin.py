@@ -198,3 +198,50 @@ def test_what_is_a_capture(tmp_path: Path) -> None:
     assert not is_capture_file(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
     assert (tmp_path / "other.db").read_bytes() == before
+
+
+def refused_output_capture(folder: Path) -> Path:
+    """The Responses API example session whose output the server refused (a 400 answers the
+    request carrying it): answered, never accepted."""
+    from convtap.ingest.capture import import_into
+
+    har = json.loads((ROOT / "captures/examples/rules/responses-output-call-id/pass.har")
+                     .read_text())  # fmt: skip
+    answer = har["log"]["entries"][1]["response"]
+    answer["status"], answer["statusText"] = 400, "Bad Request"
+    answer["content"] = {"mimeType": "application/json", "size": 40,
+                         "text": '{"error": {"message": "No tool output found"}}'}  # fmt: skip
+    (folder / "refused.har").write_text(json.dumps(har))
+    db = folder / "refused.db"
+    assert not any(r.error for r in import_into(db, [folder / "refused.har"]))
+    return db
+
+
+def canned(db: Path, name: str, **params: str) -> list[dict[str, Any]]:
+    """A canned query run as Datasette runs it: its SQL, its named parameters bound."""
+    with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as c:
+        c.row_factory = sqlite3.Row
+        return [dict(r) for r in c.execute(QUERIES[name]["sql"], params)]
+
+
+def test_unaccepted_returns_lists_the_returns_the_server_refused(tmp_path: Path) -> None:
+    db = refused_output_capture(tmp_path)
+    answered = rows(db, "SELECT call_id, accepted FROM call_ledger WHERE answered")
+    assert answered and all(accepted is None for _, accepted in answered)  # nothing to judge by
+    found = {r["call_id"] for r in canned(db, "unaccepted_returns")}
+    assert found == {call_id for call_id, _ in answered}
+
+
+def test_an_empty_search_finds_nothing_and_a_word_finds_its_messages(tmp_path: Path) -> None:
+    db = build_capture(tmp_path, "hello")
+    for blank in ("", "  "):
+        assert canned(db, "search_messages", q=blank) == []
+    found = canned(db, "search_messages", q="hello")
+    assert found and all("[hello]" in r["match"] for r in found)
+
+
+def test_datasette_opens_the_search_page_without_a_search(served: tuple[str, Path, Path]) -> None:
+    answer = get(served[0], "/session/search_messages.json?_shape=objects")
+    assert answer["ok"] and answer["rows"] == [], answer
+    with urllib.request.urlopen(served[0] + "/session/search_messages", timeout=30) as page:
+        assert page.status == 200 and b"Search message text" in page.read()

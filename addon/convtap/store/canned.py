@@ -36,11 +36,13 @@ order by called_at desc""",
     "unaccepted_returns": {
         "title": "Returns the server has not shown as accepted yet",
         "description": "Answered calls whose return no completed continuation, conversation "
-        "tree or (Responses API) complete answer took.",
+        "tree or (Responses API) complete answer took: those the server refused too.",
+        # `accepted` is NULL where the ledger has nothing to judge by (a Responses API output
+        # the server refused has no turn): not accepted either.
         "sql": """select call_id, protocol, tool, return_id, conversation_id,
   datetime(returned_at, 'unixepoch') as returned_at
 from call_ledger
-where answered and not accepted
+where answered and accepted is not 1
 order by returned_at desc""",
     },
     "returns_per_client": {
@@ -67,11 +69,14 @@ order by findings desc""",
     },
     "search_messages": {
         "title": "Search message text",
-        "description": "Full-text search (SQLite FTS5 syntax) over every message's text.",
+        "description": "Full-text search (SQLite FTS5 syntax) over every message's text; an empty "
+        "search finds nothing.",
+        # Datasette runs the query with an empty :q when its page opens, and FTS5 refuses an
+        # empty or blank query: that one is the empty phrase, which matches no row.
         "sql": """select m.id, m.role, m.recipient, m.conversation_id,
   snippet(messages_fts, 0, '[', ']', '…', 12) as match
 from messages_fts join messages m on m.rowid = messages_fts.rowid
-where messages_fts match :q
+where messages_fts match (case when coalesce(trim(:q), '') = '' then '""' else :q end)
 order by rank limit 100""",
     },
 }
