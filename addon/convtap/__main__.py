@@ -1,5 +1,5 @@
 """`python -m convtap`: the same as the `convtap` command."""
 
-from convtap.cli import main
+from convtap.entry import main
 
 main()

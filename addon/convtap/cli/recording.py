@@ -68,8 +68,11 @@ def record(
       convtap record --catch-up      # after a crash: record what the journal still holds
       convtap record --web           # and watch the report live: open the URL it prints
     """
+    from convtap.proxy.stopping import StopRequest, recording_master
+
+    StopRequest.install()  # first: a Ctrl-C from here on stops the recording cleanly
     from mitmproxy.proxy.mode_specs import ProxyMode
-    from mitmproxy.tools import cmdline, dump
+    from mitmproxy.tools import cmdline
     from mitmproxy.tools.main import run
 
     from convtap.journal.segments import JournalError, check_free, journal_dir, remove_if_unused
@@ -110,7 +113,10 @@ def record(
         redactor(not no_redact)  # the key first: an unusable one leaves no database behind
         check_database(db)
         check_free(journal_dir(db))
-        if catch_up:
+        if catch_up:  # in this process: Ctrl-C stops it (the journal keeps what is left)
+            StopRequest.raised()
+            if StopRequest.requested:
+                raise KeyboardInterrupt
             found = record_journal(db, redact=not no_redact, echo="stdout")
     except (StoreError, JournalError) as exc:
         fail(str(exc))
@@ -127,12 +133,13 @@ def record(
             "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
     for setting in settings:
         args += ["--set", setting]
-    page = start_live_page(db, web_port, new=new) if web else None
-    sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
-    asyncio.set_event_loop_policy(QuietCancelPolicy())
+    page = None
     try:
+        page = start_live_page(db, web_port, new=new) if web else None
+        sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold the traffic
+        asyncio.set_event_loop_policy(QuietCancelPolicy())
         sys.argv[0] = "convtap"  # mitmproxy says a bad --set value as `ARGV0: why`
-        master = run(dump.DumpMaster, cmdline.mitmdump, args)  # what `mitmdump` runs
+        master = run(recording_master(), cmdline.mitmdump, args)  # what `mitmdump` runs
     except SystemExit as exc:  # mitmproxy refused to start (a --set value): nothing is left
         if exc.code in (0, None):
             raise
@@ -143,6 +150,7 @@ def record(
             remove_if_unused(journal_dir(db))
         sys.exit(2)
     finally:
+        StopRequest.ignored()  # the proxy has stopped: what is left is the way out
         if page is not None:
             page.terminate()
             try:
@@ -160,9 +168,12 @@ def record(
 
 def start_live_page(db: Path, port: int, *, new: bool) -> subprocess.Popen[str]:
     """`convtap serve` in a process of its own, at a lower priority than the proxy; its URL
-    printed once it listens. When it cannot start, a `new` database goes too."""
+    printed once it listens. When it cannot start, a `new` database goes too. In a process
+    group of its own, which the terminal's Ctrl-C does not reach: it is stopped once the
+    recorder has finished."""
     page = subprocess.Popen([sys.executable, "-m", "convtap.cli", "serve", "--db", str(db),
-                             "--port", str(port)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+                             "--port", str(port)], stdout=subprocess.PIPE, text=True,
+                            process_group=0)  # fmt: skip
     assert page.stdout is not None
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, page.pid, 10)  # the traffic goes first

@@ -26,6 +26,7 @@ from convtap.store.database import (
     StoreError,
     audit_timeline,
     call_ledger,
+    close,
     connect,
     count_calls,
     flow_ids,
@@ -136,7 +137,7 @@ def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
             replace_findings(db, [finding_row(f, now) for f in findings])
         calls = count_calls(db)
     finally:
-        db.conn.close()
+        close(db)
     if rules is not None:
         findings = [f for f in findings if f.rule in rules]
     return AuditResult(calls, answers, findings, stored)

@@ -32,6 +32,7 @@ from convtap.store.database import (
     StoreError,
     Writer,
     clear_derived,
+    close,
     connect,
     event_bytes,
     event_text,
@@ -51,7 +52,7 @@ def reprocess_db(path: Path) -> int:
         raise StoreError(f"a recorder is writing into {path}, or left its journal {journal} to "
                          f"finish (`convtap record --catch-up --db {path}` records it): stop it "
                          "first")  # fmt: skip
-    connect(path, create=False).conn.close()
+    close(connect(path, create=False))
     try:
         lock = hold(journal)  # no recording starts into it meanwhile (an empty one is left over)
     except JournalError as exc:

@@ -35,9 +35,12 @@ class JournalBackend:
             path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
             # stdin stays open while the proxy lives: its end tells the recorder the proxy is
             # gone. The lock's descriptor goes with it: a recorder still catching up after the
-            # proxy died keeps the journal from a new run.
+            # proxy died keeps the journal from a new run. A process group of its own: the
+            # terminal's Ctrl-C goes to the whole foreground group, and the recorder, however
+            # far its start has got, must not die of it; the proxy asks it to finish (`close`).
             self.process = subprocess.Popen(args, stdin=subprocess.PIPE, pass_fds=(self.lock,),
-                                            env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+                                            env={**os.environ, "PYTHONPATH": path},
+                                            process_group=0)  # fmt: skip
         except BaseException:
             os.close(self.lock)
             raise

@@ -194,7 +194,23 @@ def writable(path: Path) -> bool:
 
 def check_database(path: Path | str) -> None:
     """Refuse, before anything listens, a database convtap may not record into (made if new)."""
-    connect(path).conn.close()
+    close(connect(path))
+
+
+def close(db: sqlite_utils.Database) -> None:
+    """Close a connection that wrote into a capture, what it wrote checkpointed into the
+    database file first: the `.db` alone then holds the capture (a copy of it, a CI artifact),
+    whoever still has it open. SQLite checkpoints only when the last connection closes, so a
+    reader open meanwhile (the live page, Datasette) would leave the rows in the `-wal` beside
+    it. The checkpoint waits for readers in a transaction (up to `BUSY_TIMEOUT`); one that
+    cannot be made leaves the rows in the `-wal`, where SQLite reads them as ever."""
+    try:
+        if not db.conn.in_transaction:
+            db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error:
+        pass
+    finally:
+        db.conn.close()
 
 
 def open_readonly(path: Path | str) -> sqlite_utils.Database:
@@ -412,7 +428,7 @@ class Writer:
         try:
             self.index()
         finally:
-            self.db.conn.close()
+            close(self.db)
 
     def journal_position(self) -> str | None:
         return journal_position(self.db)
