@@ -46,7 +46,7 @@ from convtap.journal.events import (  # noqa: E402
     ResponseStarted,
 )
 from convtap.journal.segments import JournalWriter, journal_dir  # noqa: E402
-from convtap.record.worker import JournalConsumer  # noqa: E402
+from convtap.record.consumer import JournalConsumer  # noqa: E402
 from convtap.store.database import connect, event_bytes, index_text  # noqa: E402
 from convtap.store.schema import TABLES  # noqa: E402
 from convtap.wire.turn import TurnDecoder  # noqa: E402

@@ -956,7 +956,7 @@ def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path
 def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_path: Path) -> None:
     """A raw `.sse` was one `events` row for the whole body (`diff` on a large one took 48 s and
     800 MB); it is fed in pieces as a live stream arrives, and stored a piece's events a row."""
-    from convtap.record.flows import PIECE
+    from convtap.journal.flows import PIECE
     from convtap.store.database import event_bytes
 
     frames = b"".join(b'event: delta\ndata: {"v": " word %d"}\n\n' % n for n in range(20_000))
@@ -977,7 +977,7 @@ def test_an_imported_raw_stream_is_stored_piece_by_piece_like_a_live_one(tmp_pat
 def test_a_crlf_stream_is_stored_with_the_line_ends_it_came_with(tmp_path: Path) -> None:
     """A stream framed with CRLF was stored with LF line ends; its raw events are now its bytes,
     a CRLF cut between its CR and its LF by a piece's end included."""
-    from convtap.record.flows import PIECE
+    from convtap.journal.flows import PIECE
 
     frames = b"".join(b'event: delta\r\ndata: {"v": " w%d"}\r\n\r\n' % n for n in range(2_000))
     head = NOT_UTF8.replace(b"data: [DONE]\n\n", b"").replace(b"\n", b"\r\n")
@@ -1205,7 +1205,7 @@ def test_a_secret_in_bare_frames_no_append_takes_is_redacted_across_pieces(tmp_p
     decoder, but their strings still put a secret together: cut across the import's pieces (as
     across network chunks live), the frames after the cut were never looked at, and the raw
     events kept the key in clear, a few characters a frame."""
-    from convtap.record.flows import PIECE
+    from convtap.journal.flows import PIECE
 
     secret = OPENAI_KEY
     head = (SSE / "plain_answer.sse").read_bytes().replace(b"data: [DONE]\n\n", b"")

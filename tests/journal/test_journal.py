@@ -32,7 +32,7 @@ from convtap.journal.segments import (
     segment_path,
     segments,
 )
-from convtap.record.worker import JournalConsumer
+from convtap.record.consumer import JournalConsumer
 
 from tests.seeds import SSE, user_turn
 
@@ -194,7 +194,7 @@ RECOVER_BIG_CAPTURE = """
 import resource, sys
 from pathlib import Path
 from convtap.store.database import Writer
-from convtap.record.worker import JournalConsumer
+from convtap.record.consumer import JournalConsumer
 from convtap.store.rows import FlowRow
 from tests.journal.test_journal import consume, interleaved, write_journal
 

@@ -13,6 +13,7 @@ from typing import Any
 import brotli
 import pytest
 from convtap.proxy.addon import ConvtapAddon
+from convtap.proxy.script import in_process
 from convtap.proxy.tap import decompressor
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,7 +173,7 @@ def test_returns_pair_with_calls_and_other_traffic_is_ignored(tmp_path: Path) ->
 def test_garbage_bodies_never_raise(
     tmp_path_factory: Any, chunks: list[bytes], request: bytes
 ) -> None:
-    addon = ConvtapAddon()
+    addon = ConvtapAddon(in_process)
     db = tmp_path_factory.mktemp("g") / "t.db"
     with taddons.context(addon) as tctx:
         tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
@@ -224,3 +225,33 @@ def test_a_script_reload_never_cuts_a_stream(tmp_path: Path) -> None:
         late = conversation_flow(user_turn())
         addon.request(late)
         assert late.response is not None and late.response.status_code == 200  # as it was
+
+
+PROXY_NEVER_LOADS = ("convtap.record", "convtap.redact", "convtap.store", "convtap.contract",
+                     "sqlite3", "sqlite_utils", "detect_secrets")  # fmt: skip
+
+
+@pytest.mark.parametrize("module", ["convtap.proxy.addon", "convtap.proxy.script"])
+def test_the_proxy_loads_no_recorder_redaction_store_or_rules(module: str) -> None:
+    """What mitmproxy's process loads for the addon (and the script that assembles it): the
+    recorder runs in a process of its own, and is loaded here only for convtap_worker=false."""
+    import subprocess
+    import sys
+
+    listed = subprocess.run(
+        [sys.executable, "-c", f"import sys, {module}; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    loaded = [n for n in listed if any(n == p or n.startswith(f"{p}.") for p in PROXY_NEVER_LOADS)]
+    assert loaded == []
+    assert module in listed and "convtap.journal.backend" in listed
+
+
+def test_without_a_recorder_of_its_own_in_process_recording_is_refused(tmp_path: Path) -> None:
+    addon = ConvtapAddon()  # assembled without `in_process`: the journal only
+    db = tmp_path / "t.db"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, convtap_db=str(db), convtap_echo="off", convtap_worker=False)
+        assert addon.backend is None
+        addon.done()
+    assert not db.exists()

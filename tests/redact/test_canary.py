@@ -22,6 +22,7 @@ from convtap.journal.events import (
 )
 from convtap.journal.events import WebSocketMessage as SocketFrame
 from convtap.proxy.addon import ConvtapAddon
+from convtap.proxy.script import in_process
 from convtap.record.local import LocalRecorder
 from convtap.redact.patterns import PLACEHOLDER, hints
 from convtap.wire.turn import TurnSummary, decode_turn, message_text
@@ -76,7 +77,7 @@ def sse_response() -> http.Response:
 
 
 def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
-    addon = ConvtapAddon()
+    addon = ConvtapAddon(in_process)
     db = tmp_path / "canary.db"
     turn = user_turn()
     turn["app_attest_challenge"] = SECRETS["challenge"]
@@ -146,7 +147,7 @@ def test_no_secret_reaches_the_database_in_clear(tmp_path: Path) -> None:
 def record_handoff(tmp_path: Path, frames: list[str]) -> tuple[Path, list[str]]:
     """The example handoff turn through the addon, its WebSocket leg made of `frames`, with an
     HTTP leg that gives no hint of a secret value; the database and its messages' text."""
-    addon = ConvtapAddon()
+    addon = ConvtapAddon(in_process)
     db = tmp_path / "ws.db"
     body = (SSE / "handoff_ws.sse").read_text()
     body = re.sub(r'"eyJ[\w.-]+"', "12345", body)  # no hint of a value in HTTP

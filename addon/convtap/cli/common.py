@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
-from convtap.store import DEFAULT_DB
+from convtap.journal import DEFAULT_DB
 from convtap.wire.jsonvalue import allow_deep_json
 
 MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"

@@ -77,9 +77,8 @@ def record(
 
     from convtap.journal.segments import JournalError, check_free, journal_dir, remove_if_unused
     from convtap.proxy.addon import ConvtapAddon
-    from convtap.record.local import redactor
     from convtap.record.queued_output import QueuedOutput
-    from convtap.record.worker import catch_up as record_journal
+    from convtap.redact.redactor import UnusableKey, chosen
     from convtap.store.database import StoreError, check_database, open_readonly
 
     if not catch_up:  # mitmproxy's own startup errors left a new database and its journal
@@ -110,15 +109,17 @@ def record(
         return
     new = not db.exists()
     try:
-        redactor(not no_redact)  # the key first: an unusable one leaves no database behind
+        chosen(not no_redact)  # the key first: an unusable one leaves no database behind
         check_database(db)
         check_free(journal_dir(db))
         if catch_up:  # in this process: Ctrl-C stops it (the journal keeps what is left)
+            from convtap.record.consumer import catch_up as record_journal
+
             StopRequest.raised()
             if StopRequest.requested:
                 raise KeyboardInterrupt
             found = record_journal(db, redact=not no_redact, echo="stdout")
-    except (StoreError, JournalError) as exc:
+    except (UnusableKey, StoreError, JournalError) as exc:
         fail(str(exc))
     if catch_up:
         click.echo(f"recorded what the journal beside {db} held" if found

@@ -1,9 +1,12 @@
-"""The audit as a session happens: fed prepares, conversation requests, tool calls and the
-message ids each conversation has shown, in time order, it keeps what the rules need to know
-(the calls, what each turn declared, the challenges, the prepares) and runs the checks.
+"""The audit as a session happens: fed what happened (`contract.happenings`: prepares,
+conversation requests, tool calls, the message ids each conversation has shown, Responses API
+calls and requests) in time order, through one entry (`Auditor.handle`), it keeps what the rules
+need to know (the calls, what each turn declared, the challenges, the prepares) and runs the
+checks.
 
-The recorder feeds it live; `convtap audit` replays a capture into a fresh one. Either way: the
-same findings (docs/protocol.md, "The tool return contract" and "Across a session").
+The recorder feeds it live; `convtap audit`, an import's end and a restarted recorder feed it a
+capture read back by the store. Either way: the same findings (docs/protocol.md, "The tool
+return contract" and "Across a session").
 """
 
 from __future__ import annotations
@@ -11,21 +14,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from convtap.contract.happenings import (
+    Call,
+    CallMade,
+    ClientCallsMade,
+    ConversationRequest,
+    Happening,
+    MessagesShown,
+    Prepared,
+    RequestRefused,
+    ResponsesRequest,
+    SessionEnded,
+    is_refusal,
+)
 from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
 from convtap.contract.responses import ResponsesAuditor
-from convtap.contract.returns import Call, CallFacts, OpenCall, RequestFacts, ReturnFacts
+from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.wire.bounded import Bounded
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
 
 __all__ = ["Auditor", "Call", "checks", "is_refusal"]
 
 PENDING = 1000  # requests whose answer has not come yet, whose marks a refusal undoes
-
-
-def is_refusal(status: int | None) -> bool:
-    """The server refused the request (an HTTP error): what it carried did not land."""
-    return status is not None and status >= 400
 
 
 def checks() -> dict[str, Callable[[Any], Verdict]]:
@@ -48,6 +59,40 @@ class Auditor:
         # it answered first), undone if the server refuses it
         self.marks: Bounded[str, tuple[str | None, list[str], list[Call]]] = Bounded(PENDING)
         self.responses = ResponsesAuditor(limit)  # the Responses API's calls and outputs
+        self.requests: Bounded[str, None] = Bounded(limit)  # flows whose request was audited
+
+    def handle(self, happening: Happening) -> list[Finding]:
+        """What happened next; the findings it makes. A request of a flow or a call already
+        audited is not audited again (see `contract.happenings`)."""
+        match happening:
+            case Prepared(conversation_id, at):
+                self.prepare(conversation_id, at)
+            case ConversationRequest(flow_id, body, request, at):
+                if self._first_request(flow_id):
+                    return self.request(flow_id, body, at, request)
+            case RequestRefused(flow_id):
+                self.refused(flow_id)
+            case MessagesShown(conversation_id, message_ids):
+                self.seen(conversation_id, message_ids)
+            case CallMade(call):
+                if call.call_id not in self.calls:
+                    return self.call(call)
+            case ClientCallsMade(flow_id, response_id, calls, at):
+                known = self.responses.calls, self.responses.items
+                fresh = [c for c in calls if not _known_client_call(c, *known)]
+                return self.responses.response(flow_id, response_id, fresh, at)
+            case ResponsesRequest(flow_id, body, at):
+                if self._first_request(flow_id):
+                    return self.responses.request(flow_id, body, at)
+            case SessionEnded():
+                return self.finish()
+        return []
+
+    def _first_request(self, flow_id: str) -> bool:
+        if flow_id in self.requests:
+            return False
+        self.requests[flow_id] = None
+        return True
 
     @property
     def answers(self) -> int:
@@ -156,3 +201,11 @@ class Auditor:
         if call is not None and call.answered_by is None:
             call.answered_by = return_id or flow_id
         return found
+
+
+def _known_client_call(
+    call: dict[str, Any], by_call_id: Bounded[str, Any], by_item: Bounded[str, Any]
+) -> bool:
+    """A Responses API client call the auditor holds already, by its call_id or its item id."""
+    call_id, item_id = call.get("call_id"), call.get("item_id")
+    return bool(call_id and call_id in by_call_id) or bool(item_id and item_id in by_item)

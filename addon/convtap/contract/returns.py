@@ -15,24 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from convtap.contract.happenings import Call
 from convtap.contract.registry import MISSING, Violation, Where, as_dict, check
 from convtap.models import EXECUTION_TARGET_ADAPTER, TOOL_RETURN_FIXED, is_fixed_value
-
-
-@dataclass
-class Call:
-    """A tool call as the auditor needs it (a `tool_calls` row, or the live decoder's call)."""
-
-    call_id: str
-    recipient: str
-    kind: str
-    tool: str
-    arguments: dict[str, Any] | None
-    arguments_text: str
-    conversation_id: str | None
-    turn_id: str | None
-    at: float
-    answered_by: str | None = None  # the return message id that answered it first
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@
 Bodies are read in pieces and fed to the decoder as they are read; the events, other events and
 decode errors go to spool files as they are decoded (never all in memory), and the output is
 written at the end, in `--format json`'s shape (a contract) or as text for people.
+
+The redaction is given (`Redaction`: the command's redactor), so that what shows a body as it
+came (mitmproxy's content view) loads no redaction at all.
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import IO, Any, BinaryIO, TextIO
+from typing import IO, Any, BinaryIO, Protocol, TextIO
 
 import orjson
 
 from convtap.ingest.responses_text import frame_line, item_line
-from convtap.redact.redactor import Redactor
-from convtap.redact.redactor import chosen as redaction
 from convtap.wire.events import ControlEvent, DecodeError, DecoderEvent, OtherEvent
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses
@@ -39,6 +40,23 @@ SPOOL = 8 << 20  # bytes of events kept in memory before they spill to a tempora
 
 class DecodeInputError(Exception):
     """A file that cannot be read."""
+
+
+class Redaction(Protocol):
+    """What decoding asks of redaction (`redact.redactor.Redactor` gives it)."""
+
+    def may_hold_secret(self, text: str) -> bool: ...
+    def json(self, value: Any) -> Any: ...
+
+
+class AsItCame:
+    """No redaction: what the one who captured the traffic sees anyway."""
+
+    def may_hold_secret(self, text: str) -> bool:
+        return False
+
+    def json(self, value: Any) -> Any:
+        return value
 
 
 def open_input(name: str) -> BinaryIO:
@@ -60,7 +78,7 @@ class Spool:
     many of each kind (`kind` of each value) is counted as they come. The lines are kept as
     UTF-8 (lone surrogates, which JSON allows, as `surrogatepass` writes them)."""
 
-    def __init__(self, redact: Redactor, kind: Callable[[Any], str] | None = None) -> None:
+    def __init__(self, redact: Redaction, kind: Callable[[Any], str] | None = None) -> None:
         self.redact = redact
         self.file: IO[bytes] = tempfile.SpooledTemporaryFile(SPOOL)  # noqa: SIM115  (closed with us)
         self.count = 0
@@ -126,11 +144,11 @@ def decode(
     fmt: str = "text",
     protocol: str = "auto",
     ws_path: str | None = None,
-    redact: bool = True,
+    redactor: Redaction,
 ) -> None:
     handles = [open_input(name) for name in names]
     try:
-        decode_streams(handles, out, fmt=fmt, protocol=protocol, ws_path=ws_path, redact=redact)
+        decode_streams(handles, out, redactor, fmt=fmt, protocol=protocol, ws_path=ws_path)
     except OSError as exc:
         raise DecodeInputError(f"cannot read the input: {exc.strerror or exc}") from exc
     finally:
@@ -142,14 +160,13 @@ def decode(
 def decode_streams(
     handles: list[BinaryIO],
     out: TextIO,
+    redactor: Redaction,
     *,
     fmt: str = "text",
     protocol: str = "auto",
     ws_path: str | None = None,
-    redact: bool = True,
 ) -> None:
     """Bodies (the first, then its resume legs) read from open binary files."""
-    redactor = redaction(redact)
     first = handles[0].read(PIECE)
     if protocol == "responses" or (protocol == "auto" and looks_like_responses(first)):
         _responses(handles, first, out, fmt, redactor)
@@ -166,7 +183,7 @@ def decoded_text(body: bytes) -> str:
     """One body decoded for people, as `convtap decode` prints it (secrets as they are: it is
     what the one who captured the traffic sees anyway)."""
     out = io.StringIO()
-    decode_streams([io.BytesIO(body)], out, redact=False)
+    decode_streams([io.BytesIO(body)], out, AsItCame())
     return out.getvalue()
 
 
@@ -176,7 +193,7 @@ def _conversation(
     ws_path: str | None,
     out: TextIO,
     fmt: str,
-    redactor: Redactor,
+    redactor: Redaction,
 ) -> None:
     turn = TurnDecoder()
     events = Spool(redactor, itemgetter("type"))  # a string (`ControlEvent`)
@@ -283,7 +300,7 @@ def _kinds(out: TextIO, label: str, spool: Spool) -> None:
 
 
 def _responses(
-    handles: list[BinaryIO], first: bytes, out: TextIO, fmt: str, redactor: Redactor
+    handles: list[BinaryIO], first: bytes, out: TextIO, fmt: str, redactor: Redaction
 ) -> None:
     decoder = ResponsesDecoder()
     errors = Spool(redactor)

@@ -1,5 +1,5 @@
 """A raw `.sse` body (and its sidecars) imported as a live stream is recorded: read in pieces
-of `PIECE` bytes (`convtap.record.flows`) and fed one piece at a time, so that its raw events are
+of `PIECE` bytes (`convtap.journal.flows`) and fed one piece at a time, so that its raw events are
 stored a piece's events a row, as a live stream's are stored a network chunk's a row, and no body
 is ever whole in memory.
 
@@ -28,7 +28,7 @@ from convtap.journal.events import (
     ResponseEnded,
     ResponseStarted,
 )
-from convtap.record.flows import PIECE
+from convtap.journal.flows import PIECE
 from convtap.wire.responses import looks_like_responses
 from convtap.wire.sse import SSEParser
 from convtap.wire.turn import TurnDecoder

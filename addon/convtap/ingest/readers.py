@@ -1,5 +1,5 @@
 """Offline input: mitmproxy flow files, HAR files and raw .sse bodies, turned into the same
-recorder events as live traffic (`convtap.record.flows`), so that an import and a live capture
+recorder events as live traffic (`convtap.journal.flows`), so that an import and a live capture
 give the same rows; and other capture databases, whose flows and raw events are merged in.
 
 A raw body `X.sse` may come with sidecars (`convtap.ingest.raw_sse`). Re-importing a file adds
@@ -34,7 +34,7 @@ from wsproto.frame_protocol import Opcode
 from convtap.ingest.raw_sse import NoEvents, sse_legs
 from convtap.ingest.replay import replay_db
 from convtap.journal.events import RecorderEvent
-from convtap.record.flows import flow_events
+from convtap.journal.flows import flow_events
 from convtap.record.local import LocalRecorder
 from convtap.wire.session import endpoint_kind
 

@@ -24,9 +24,10 @@ from convtap.journal.events import (
     ResponseStarted,
     WebSocketEnded,
     WebSocketMessage,
+    is_event_stream,
 )
 from convtap.journal.segments import JournalError, hold, journal_dir, segments
-from convtap.record.recorder import Recorder, is_event_stream
+from convtap.record.recorder import Recorder
 from convtap.redact.redactor import ClearText
 from convtap.store.database import (
     StoreError,

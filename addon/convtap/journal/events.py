@@ -12,6 +12,13 @@ from dataclasses import dataclass
 Headers = tuple[tuple[str, str], ...]
 
 
+def is_event_stream(headers: Headers) -> bool:
+    """The response's body is an event stream (`content-type: text/event-stream`)."""
+    return any(
+        k.lower() == "content-type" and v.startswith("text/event-stream") for k, v in headers
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RequestSeen:
     """A request the proxy recognised as one of ours (its body whole)."""

@@ -21,7 +21,8 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.exceptions import OptionsError
 
-from convtap.journal.backend import JournalBackend
+from convtap.journal import DEFAULT_DB
+from convtap.journal.backend import JournalBackend, RecorderRefused
 from convtap.journal.events import (
     OwnFailure,
     RecorderEvent,
@@ -29,13 +30,10 @@ from convtap.journal.events import (
     WebSocketEnded,
     WebSocketMessage,
 )
+from convtap.journal.flows import headers_of, request_seen, response_events
 from convtap.journal.segments import JournalError
 from convtap.proxy import contentview
 from convtap.proxy.tap import Tap
-from convtap.record.flows import headers_of, request_seen, response_events
-from convtap.record.local import LocalRecorder
-from convtap.store import DEFAULT_DB
-from convtap.store.database import StoreError, check_database
 from convtap.wire.session import SOCKETS, STREAMED, endpoint_kind
 
 log = logging.getLogger("convtap")
@@ -45,15 +43,25 @@ LAG_REPORT = 64_000_000  # bytes of journal behind which the lag is reported (th
 
 
 class Backend(Protocol):
+    """Where the addon hands what happens: the journal (`JournalBackend`), or a recorder in this
+    process."""
+
     def handle(self, event: RecorderEvent) -> None: ...
     def chunks(self, flow_id: str) -> Callable[[bytes, float], None]: ...
     def close(self) -> None: ...
 
 
+# A recorder in mitmproxy's own process (`convtap_worker=false`), made for a database: given by
+# whoever assembles the addon (`proxy.script`), so that this module loads no recorder. It
+# raises `RecorderRefused` for a database it may not record into.
+InProcess = Callable[[str, bool, str], Backend]
+
+
 class ConvtapAddon:
     name = "convtap"  # how mitmproxy's addon manager names it (`master.addons.get`)
 
-    def __init__(self) -> None:
+    def __init__(self, in_process: InProcess | None = None) -> None:
+        self.in_process = in_process
         self.backend: Backend | None = None  # opened by configure() (or open(), embedded)
         self.failed: str | None = None  # why recording stopped, if it did
         self._watch: asyncio.Task[None] | None = None
@@ -100,21 +108,25 @@ class ConvtapAddon:
                 self.close()
                 return
             try:
-                check_database(o.convtap_db)
                 self.open(o.convtap_db, o.convtap_redact, o.convtap_echo, worker=o.convtap_worker)
-            except (StoreError, JournalError) as exc:
+            except (RecorderRefused, JournalError) as exc:
                 if not self.started:  # mitmproxy would print a traceback around it: one line,
                     log.error("convtap: convtap_db: %s", exc)  # and an error at startup ends it
                     return
                 raise OptionsError(f"convtap_db: {exc}") from None  # the change is refused
 
-    def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = False) -> None:
+    def open(self, db: str, redact: bool = True, echo: str = "log", worker: bool = True) -> None:
         """Start recording into `db`: through the journal and a recorder process, or in this
-        process (tests)."""
+        process (`in_process`)."""
         self.close()
         if not redact:
             log.warning("convtap: redaction is OFF: secrets are stored in clear in %s", db)
-        self.backend = (JournalBackend if worker else LocalRecorder)(db, redact=redact, echo=echo)
+        if worker:
+            self.backend = JournalBackend(db, redact=redact, echo=echo)
+        elif self.in_process is not None:
+            self.backend = self.in_process(db, redact, echo)
+        else:
+            raise RecorderRefused("convtap_worker=false: this addon has no recorder of its own")
 
     def running(self) -> None:
         self.started = True

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.contract.returns import Call
+from convtap.contract.happenings import Call, CallMade, MessagesShown
 from convtap.record.output import Output
 from convtap.redact.patterns import hints
 from convtap.redact.stream import StreamRedaction
@@ -206,7 +206,7 @@ class ConversationSide:
         """A message appeared or changed status: the rules learn its id, and a call is recorded
         (and printed, and checked) as soon as it is complete."""
         conversation_id = turn.conversation_id
-        self.out.auditor.seen(conversation_id, [message["id"]])
+        self.out.audit(MessagesShown(conversation_id, (message["id"],)))
         call = tool_call(message)
         if call is None:
             return
@@ -221,7 +221,7 @@ class ConversationSide:
         if call.complete and call.call_id not in self.echoed:
             self.echoed[call.call_id] = True
             self.out.say(f"call    {call.recipient}  {call.call_id}  {arguments_text}")
-            self.out.report(self.out.auditor.call(Call(
+            self.out.audit(CallMade(Call(
                 call.call_id, call.recipient, call.kind, call.tool, call.arguments,
                 call.arguments_text, conversation_id, turn.id, at,
             )))  # fmt: skip

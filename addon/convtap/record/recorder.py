@@ -1,20 +1,29 @@
 """The recording pipeline: `handle(event)` for every event of every flow, live or offline.
 
 Requests, response bytes and WebSocket frames go in; redacted rows go to a sink (the store's
-writer) and one line per tool call and tool return goes to `echo`. The protocol sides
-(`ConversationSide`, `ResponsesSide`) hold what each protocol needs across flows.
+writer), one line per tool call and tool return goes to `echo`, and what happened goes to the
+auditor (`audit`: the same happenings `convtap audit` reads back from a capture), whose findings
+go to both. The protocol sides (`ConversationSide`, `ResponsesSide`) hold what each protocol
+needs across flows.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from convtap.contract.auditor import Auditor, is_refusal
+from convtap.contract.auditor import Auditor
+from convtap.contract.happenings import (
+    ConversationRequest,
+    Happening,
+    Prepared,
+    RequestRefused,
+    SessionEnded,
+    is_refusal,
+)
 from convtap.journal.events import (
     BodyChunk,
-    Headers,
     OwnFailure,
     RecorderEvent,
     RequestSeen,
@@ -23,8 +32,9 @@ from convtap.journal.events import (
     WebSocketEnded,
     WebSocketMessage,
 )
+from convtap.journal.events import is_event_stream as is_event_stream  # the export's too
 from convtap.record.conversation import ConversationSide, Turn
-from convtap.record.output import Output, Sink
+from convtap.record.output import Echo, Output, RowSink, Sink
 from convtap.record.responses import ResponsesSide
 from convtap.redact.frames import FrameRedaction
 from convtap.redact.redactor import Redactor
@@ -48,17 +58,26 @@ class FlowState:
     frames: FrameRedaction | None = None  # a WebSocket's server frames
 
 
-def is_event_stream(headers: Headers) -> bool:
-    return any(
-        k.lower() == "content-type" and v.startswith("text/event-stream") for k, v in headers
-    )
+LIVE_LIMIT = 4096  # calls, turns and conversations the live audit remembers
 
 
 class Recorder:
+    """`auditor` is the live audit (a new one unless given: a restarted recorder's, rebuilt
+    from the capture); with `audit` off there is none, as for an import, whose findings are
+    made from the whole capture once it is in."""
+
     def __init__(
-        self, sink: Sink, redactor: Redactor, echo: Callable[[str], None] | None = None
+        self,
+        sink: Sink,
+        redactor: Redactor,
+        echo: Callable[[str], None] | None = None,
+        auditor: Auditor | None = None,
+        *,
+        audit: bool = True,
     ) -> None:
-        self.out = Output(sink, redactor, echo)
+        self.rows, self.echo = RowSink(sink, redactor), Echo(echo)
+        self.auditor = (auditor or Auditor(LIVE_LIMIT)) if audit else None
+        self.out = Output(self.rows, self.echo, self.audit)
         self.flows: dict[str, FlowState] = {}
         self.conversation = ConversationSide(self.out)
         self.responses = ResponsesSide(self.out)
@@ -78,7 +97,14 @@ class Recorder:
             case WebSocketEnded():
                 self._ws_end(event)
             case OwnFailure():
-                self.out.failure(event.flow_id, event.detail)
+                self.rows.failure(event.flow_id, event.detail)
+
+    def audit(self, happening: Happening) -> None:
+        """The one way into the auditor: its findings are stored and said."""
+        if self.auditor is not None:
+            findings = self.auditor.handle(happening)
+            self.rows.findings(findings)
+            self.echo.findings(findings)
 
     def handle_safely(self, event: RecorderEvent) -> None:
         """`handle`, with a failure of our own kept on its flow: one bad flow must not end the
@@ -87,21 +113,6 @@ class Recorder:
             self.handle(event)
         except Exception as exc:
             self.handle(OwnFailure(event.flow_id, f"{type(exc).__name__}: {exc}"))
-
-    def rebuild(self, events: Iterable[RecorderEvent], auditor: Auditor) -> None:
-        """Decode `events` again writing and printing nothing (what they derive is stored
-        already), so that the flows they open are whole again; then audit on with `auditor`,
-        rebuilt from the database. How a recorder restarted after a crash goes on."""
-        out = self.out
-        out.quiet = True
-        out.auditor = Auditor()  # a scratch one: `auditor` knows it all already
-        try:
-            for event in events:
-                self.handle_safely(event)
-        finally:
-            out.quiet = False
-            out.auditor = auditor
-            self.conversation.written.clear()  # their message rows: written again when changed
 
     def idle(self, now: float, wait: float = 1.0) -> None:
         """Nothing new for a while: chunks held back for `wait` seconds are stored."""
@@ -115,7 +126,7 @@ class Recorder:
     def close(self) -> None:
         """Shutdown or end of import: the last findings, and what every open turn and socket
         holds."""
-        self.out.report(self.out.auditor.finish())
+        self.audit(SessionEnded())
         self.conversation.close()
         for state in self.flows.values():
             if state.frames is not None:
@@ -139,9 +150,9 @@ class Recorder:
             redacted = out.redact.json(body)
             request = read_turn_request(redacted)
             state.turn = self.conversation.start_turn(ev.flow_id, request, client, ev.at)
-            out.report(out.auditor.request(ev.flow_id, redacted, ev.at, request))
+            self.audit(ConversationRequest(ev.flow_id, redacted, request, ev.at))
         elif kind == Endpoint.PREPARE:
-            out.auditor.prepare(conversation_id, ev.at)
+            self.audit(Prepared(conversation_id, ev.at))
         elif kind == Endpoint.RESPONSES:
             self.responses.request(ev.flow_id, body, ev.at)
         elif kind == Endpoint.RESPONSES_SOCKET:
@@ -191,7 +202,7 @@ class Recorder:
             outcome = "truncated"
         parsed = None if streamed else parse_json(body)
         if state.kind == Endpoint.CONVERSATION and is_refusal(ev.status):
-            self.out.auditor.refused(ev.flow_id)
+            self.audit(RequestRefused(ev.flow_id))
         if state.kind == "conversation-get":
             self.conversation.nodes(ev.flow_id, parsed, ev.at)
         out = self.out
@@ -202,7 +213,7 @@ class Recorder:
         ))  # fmt: skip
         if state.kind not in SOCKETS or ev.status != 101:  # a socket's frames follow its 101
             del self.flows[ev.flow_id]
-            out.forget(ev.flow_id)
+            self.rows.forget(ev.flow_id)
 
     # -- WebSocket -------------------------------------------------------------------------------
 
@@ -231,7 +242,7 @@ class Recorder:
                 self.responses.socket_end(ev.flow_id, ev.at or time.time())
             if state.frames is not None:
                 state.frames.flush()
-            self.out.forget(ev.flow_id)
+            self.rows.forget(ev.flow_id)
             self.conversation.ws_end(ev.at or time.time())
 
     def _body_text(self, kind: str, raw: bytes | None, parsed: object) -> str | None:

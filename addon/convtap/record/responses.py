@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from convtap.contract.happenings import ClientCallsMade, ResponsesRequest
 from convtap.record.output import Output
 from convtap.redact.stream import StreamRedaction
 from convtap.store.database import SOCKET_TURN
@@ -96,7 +97,7 @@ class ResponsesSide:
                 returned_at=at,
             ))  # fmt: skip
             out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
-        out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
+        out.audit(ResponsesRequest(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
         self.flows[flow_id] = ResponsesFlow(StreamRedaction(self.out.redact))
@@ -151,7 +152,7 @@ class ResponsesSide:
             name = qualified_name(call["namespace"], call["name"]) or "-"
             out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
                     f"item {call['item_id']}")  # fmt: skip
-        out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
+        out.audit(ClientCallsMade(flow_id, response.response_id, tuple(calls), at))
 
     # -- WebSocket mode ----------------------------------------------------------------------
 

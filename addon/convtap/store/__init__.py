@@ -4,8 +4,3 @@ message texts are stored small and read back (`compact`), the queries the report
 (`report_queries`), and what Datasette shows of a capture (`canned`, and the plugin Datasette
 loads, `datasette_plugin`: these three import no dependency of convtap's).
 May import `redact`, `contract`, `wire` and `models`."""
-
-from pathlib import Path
-
-# Where a capture goes unless told (the CLI reads it without loading the database's modules).
-DEFAULT_DB = Path("captures") / "capture.db"

@@ -18,22 +18,24 @@ import re
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from convtap.contract.audit import (
+from convtap.contract.happenings import (
+    Call,
     CallMade,
-    ClientCallMade,
+    ClientCallsMade,
     ConversationRequest,
     Happening,
-    MessageShown,
+    MessagesShown,
     Prepared,
+    RequestRefused,
     ResponsesRequest,
+    is_refusal,
 )
-from convtap.contract.returns import Call
 from convtap.store.canned import APPLICATION_ID, is_capture
 from convtap.store.compact import (
     add_sql_functions,
@@ -55,7 +57,7 @@ from convtap.store.schema import (
     TABLES,
 )
 from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_or_none
-from convtap.wire.session import Endpoint
+from convtap.wire.session import Endpoint, read_turn_request
 
 
 class StoreFull(StoreError):
@@ -592,48 +594,68 @@ def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, A
 
 
 def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
-    """What `convtap audit` replays, streamed in time order. At the same instant (an imported
-    `.sse` body's request, calls and messages share one), flows come in the order they were
-    stored, and within a flow its prepare or request comes first, then its calls, then the
-    message ids its stream showed."""
-    queries = [
-        (0, "SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'"),
-        (2, "SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
-            "LEFT JOIN flows f ON f.id = c.turn_id"),
-        (1, "SELECT started_at AS at, rowid AS rank, id, kind, status FROM flows "
-            "WHERE kind IN ('conversation', 'responses')"),
-        (3, "SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, "
-            "m.conversation_id FROM messages m LEFT JOIN flows f ON f.id = m.turn_id"),
-    ]  # fmt: skip
+    """What `convtap audit` feeds the auditor: the happenings the recorder fed it live, read back
+    from the capture, streamed in time order. At the same instant (an imported `.sse` body's
+    request, calls and messages share one), flows come in the order they were stored, and within
+    a flow its prepare or request comes first, then its calls, then the message ids its stream
+    showed (the order of `_TIMELINE`)."""
 
     def stream(order: int, sql: str) -> Iterator[tuple[float, int, int, dict[str, Any]]]:
         for row in db.query(f"{sql} ORDER BY at, rank"):
             yield row["at"] or 0.0, row["rank"], order, row
 
-    merged = heapq.merge(*(stream(o, sql) for o, sql in queries), key=lambda r: r[:3])
-    for at, rank, order, row in merged:
-        if order in (0, 1):  # a body is read once its turn comes: sorted, they filled memory
-            body = "SELECT request_body FROM flows WHERE rowid = ?"
-            row["request_body"] = db.execute(body, (rank,)).fetchone()[0]
-        yield _happening(at, order, row)
+    sources = [stream(order, sql) for order, (sql, _) in enumerate(_TIMELINE)]
+    for at, _, order, row in heapq.merge(*sources, key=lambda r: r[:3]):
+        yield from _TIMELINE[order][1](db, at, row)
 
 
-def _happening(at: float, order: int, row: dict[str, Any]) -> Happening:
-    if order == 0:
-        body = loads_or_none(row["request_body"])
-        conversation = body.get("conversation_id") if isinstance(body, dict) else None
-        return Prepared(conversation if isinstance(conversation, str) else None, at)
-    if order == 2 and row["protocol"] == "responses":
+def _prepared(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
+    body = loads_or_none(_request_body(db, row["rank"]))
+    conversation = body.get("conversation_id") if isinstance(body, dict) else None
+    yield Prepared(conversation if isinstance(conversation, str) else None, at)
+
+
+def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
+    body = loads_or_none(_request_body(db, row["rank"]))
+    if row["kind"] != Endpoint.CONVERSATION:
+        yield ResponsesRequest(row["id"], body, at)
+        return
+    yield ConversationRequest(row["id"], body, read_turn_request(body), at)
+    if is_refusal(row["status"]):
+        yield RequestRefused(row["id"])
+
+
+def _called(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
+    if row["protocol"] == "responses":
         call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
                 "name": row["tool"], "execution": "client"}  # fmt: skip
-        return ClientCallMade(row["turn_id"], row["conversation_id"], call, at)
-    if order == 2:
-        return CallMade(call_from_row(row))
-    if order == 1 and row["kind"] == Endpoint.CONVERSATION:
-        return ConversationRequest(row["id"], loads_or_none(row["request_body"]), at, row["status"])
-    if order == 1:
-        return ResponsesRequest(row["id"], loads_or_none(row["request_body"]), at)
-    return MessageShown(row["conversation_id"], row["id"])
+        yield ClientCallsMade(row["turn_id"], row["conversation_id"], (call,), at)
+    else:
+        yield CallMade(call_from_row(row))
+
+
+def _shown(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
+    yield MessagesShown(row["conversation_id"], (row["id"],))
+
+
+def _request_body(db: sqlite_utils.Database, rowid: int) -> Any:
+    """A flow's request body, read once its turn comes (sorted with them, they filled memory)."""
+    return db.execute("SELECT request_body FROM flows WHERE rowid = ?", (rowid,)).fetchone()[0]
+
+
+# The timeline's sources, in the order happenings of one instant and one flow come: each query
+# (its time `at` and the `rank` of the flow it belongs to) and what its rows stand for.
+_TIMELINE: list[
+    tuple[str, Callable[[sqlite_utils.Database, float, dict[str, Any]], Iterator[Happening]]]
+] = [
+    ("SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'", _prepared),
+    ("SELECT started_at AS at, rowid AS rank, id, kind, status FROM flows "
+     "WHERE kind IN ('conversation', 'responses')", _requested),
+    ("SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
+     "LEFT JOIN flows f ON f.id = c.turn_id", _called),
+    ("SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, m.conversation_id "
+     "FROM messages m LEFT JOIN flows f ON f.id = m.turn_id", _shown),
+]  # fmt: skip
 
 
 def call_from_row(row: dict[str, Any]) -> Call:

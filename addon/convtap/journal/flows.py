@@ -1,5 +1,6 @@
 """mitmproxy flows as recorder events: what the proxy hands over live, and what the readers
-produce from a flow file, so that an import and a live capture give the same rows."""
+produce from a flow file, so that an import and a live capture give the same rows. Imports
+nothing of the recorder: the proxy's process builds its events with it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from convtap.journal.events import (
     ResponseStarted,
     WebSocketEnded,
     WebSocketMessage,
+    is_event_stream,
 )
-from convtap.record.recorder import is_event_stream
 from convtap.wire.session import endpoint_kind
 
 PIECE = 16 * 1024  # bytes of a whole event stream fed at a time: about what mitmproxy hands the

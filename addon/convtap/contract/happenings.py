@@ -1,0 +1,119 @@
+"""What the auditor is fed: frozen records of what happened in a session, in time order.
+
+There is one way into the auditor (`Auditor.handle`), and these are its words, whoever speaks:
+the recorder makes them as it decodes (live, and for `import` and `reprocess`), the store reads
+them back from a capture (`convtap audit`, and a recorder restarted after a crash, which knows
+what the capture already holds). A happening the auditor was fed already (the same flow's
+request, the same call) is known by its key and not audited again, so that feeding a session
+twice in part, as a restarted recorder does, gives the findings of feeding it once.
+
+Plain data and the standard library: the store and the recorder import it without the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from convtap.wire.session import TurnRequest
+
+
+@dataclass
+class Call:
+    """A tool call as the auditor needs it (a `tool_calls` row, or the live decoder's call). The
+    auditor keeps it, and marks it answered."""
+
+    call_id: str
+    recipient: str
+    kind: str
+    tool: str
+    arguments: dict[str, Any] | None
+    arguments_text: str
+    conversation_id: str | None
+    turn_id: str | None
+    at: float
+    answered_by: str | None = None  # the return message id that answered it first
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An `f/conversation/prepare` on a conversation."""
+
+    conversation_id: str | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRequest:
+    """An f/conversation request: its body as the recorder stored it (redacted), and the same
+    body read (`wire.session.read_turn_request`)."""
+
+    flow_id: str
+    body: Any
+    request: TurnRequest
+    at: float
+
+
+def is_refusal(status: int | None) -> bool:
+    """The server refused the request (an HTTP error): what it carried did not land."""
+    return status is not None and status >= 400
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRefused:
+    """The server answered a conversation request with an HTTP error: what it carried did not
+    land."""
+
+    flow_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesShown:
+    """Message ids a conversation's stream showed."""
+
+    conversation_id: str | None
+    message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CallMade:
+    """A finished f/conversation call (its arguments are final)."""
+
+    call: Call
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCallsMade:
+    """A Responses API response's client calls (function_call, custom_tool_call, client
+    tool_search_call), which the next requests must answer."""
+
+    flow_id: str
+    response_id: str | None
+    calls: tuple[dict[str, Any], ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRequest:
+    """A Responses API request (its body as stored): the outputs and tools it carries."""
+
+    flow_id: str
+    body: Any
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnded:
+    """The end of the capture, or of the recording: what never got an answer."""
+
+
+Happening = (
+    Prepared
+    | ConversationRequest
+    | RequestRefused
+    | MessagesShown
+    | CallMade
+    | ClientCallsMade
+    | ResponsesRequest
+    | SessionEnded
+)
