@@ -4,15 +4,14 @@ one, audit it, list its call ledger. Each is one call for the CLI."""
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convtap.contract.audit import AuditResult, audit
-from convtap.contract.registry import Finding
+from convtap.contract.audit import AuditResult
+from convtap.ingest import findings
 from convtap.ingest.readers import DATABASES, CaptureError, TruncatedFile, import_file
 from convtap.journal.segments import (
     JournalError,
@@ -24,21 +23,19 @@ from convtap.journal.segments import (
 from convtap.record.local import LocalRecorder
 from convtap.store.database import (
     StoreError,
-    audit_timeline,
     call_ledger,
     close,
     connect,
     count_calls,
+    findings_behind,
     flow_ids,
     journal_position,
+    mark_findings_behind,
     open_readonly,
+    reader_beside,
     remove_if_empty,
-    replace_findings,
-    turn_conversations,
     writable,
 )
-from convtap.store.rows import FindingRow
-from convtap.wire.jsonvalue import dumps
 
 
 @dataclass
@@ -59,26 +56,27 @@ def import_into(
     redact: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> list[FileImport]:
-    """Import files into `db`, each committed on its own. A new database into which nothing
-    could be imported is removed again."""
+    """Import files into `db`, each flow committed on its own; then the findings made from the
+    whole capture (`ingest.findings`: what an import added may answer, or be answered by, what
+    was there). A new database into which nothing could be imported is removed again."""
     new = not db.exists()
     missing = [f for f in (db.parent, *db.parent.parents) if not f.exists()]  # made for it
-    local = LocalRecorder(str(db), redact=redact)
+    local = LocalRecorder(str(db), redact=redact, audit=False)
     results: list[FileImport] = []
     try:
         seen = flow_ids(local.writer.db)
-        for path in paths:
+        behind = findings_behind(local.writer.db)  # an import before this one was stopped
+        mark_findings_behind(local.writer.db)  # until this one has made them: if it is stopped
+        results = _import_files(paths, local, seen, progress)
+        local.writer.flush()
+        if behind or any(r.imported for r in results):
+            reader = reader_beside(local.writer)
             try:
-                imported, skipped = import_file(path, local, seen, progress)
-            except TruncatedFile as exc:  # what was before the cut is imported
-                results.append(FileImport(path, exc.imported, exc.skipped, error=str(exc)))
-            except (CaptureError, StoreError) as exc:
-                results.append(FileImport(path, error=str(exc)))
-            except OSError as exc:  # a sidecar or a leg that is a folder, or unreadable
-                why = f"cannot read {exc.filename or path}: {exc.strerror or exc}"
-                results.append(FileImport(path, error=why))
-            else:
-                results.append(FileImport(path, imported, skipped))
+                findings.rebuild(local.writer.db, reader)
+            finally:
+                reader.conn.close()
+        else:
+            mark_findings_behind(local.writer.db, behind=False)
     finally:
         local.close()
     if new and not any(r.imported for r in results) and _remove_if_untouched(db):
@@ -87,6 +85,28 @@ def import_into(
                 folder.rmdir()
             except OSError:
                 break
+    return results
+
+
+def _import_files(
+    paths: list[Path],
+    local: LocalRecorder,
+    seen: set[str],
+    progress: Callable[[int], None] | None,
+) -> list[FileImport]:
+    results: list[FileImport] = []
+    for path in paths:
+        try:
+            imported, skipped = import_file(path, local, seen, progress)
+        except TruncatedFile as exc:  # what was before the cut is imported
+            results.append(FileImport(path, exc.imported, exc.skipped, error=str(exc)))
+        except (CaptureError, StoreError) as exc:
+            results.append(FileImport(path, error=str(exc)))
+        except OSError as exc:  # a sidecar or a leg that is a folder, or unreadable
+            why = f"cannot read {exc.filename or path}: {exc.strerror or exc}"
+            results.append(FileImport(path, error=why))
+        else:
+            results.append(FileImport(path, imported, skipped))
     return results
 
 
@@ -122,34 +142,15 @@ def audit_capture(path: Path, rules: set[str] | None = None) -> AuditResult:
     stored = writable(path)
     db = connect(path, create=False) if stored else open_readonly(path)
     try:
-        findings, answers = audit(audit_timeline(db))
-        # a first turn's request is audited before its conversation is named: the server's
-        assigned = turn_conversations(
-            db, {f.flow_id for f in findings if f.conversation_id is None and f.flow_id}
-        )
-        findings = [
-            replace(f, conversation_id=assigned[f.flow_id])
-            if f.conversation_id is None and f.flow_id in assigned else f
-            for f in findings
-        ]  # fmt: skip
+        found, answers = findings.from_content(db)
         if stored:
-            now = time.time()
-            replace_findings(db, [finding_row(f, now) for f in findings])
+            findings.store(db, found)
         calls = count_calls(db)
     finally:
         close(db)
     if rules is not None:
-        findings = [f for f in findings if f.rule in rules]
-    return AuditResult(calls, answers, findings, stored)
-
-
-def finding_row(finding: Finding, at: float) -> FindingRow:
-    return FindingRow(
-        rule=finding.rule, severity=finding.severity, message=finding.message,
-        conversation_id=finding.conversation_id, call_id=finding.call_id,
-        return_id=finding.return_id, flow_id=finding.flow_id, evidence=dumps(finding.evidence),
-        created_at=at,
-    )  # fmt: skip
+        found = [f for f in found if f.rule in rules]
+    return AuditResult(calls, answers, found, stored)
 
 
 @dataclass

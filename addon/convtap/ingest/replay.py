@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from convtap.ingest import findings
 from convtap.journal.events import (
     BodyChunk,
     RecorderEvent,
@@ -46,7 +47,8 @@ from convtap.wire.session import SOCKETS, STREAMED
 
 def reprocess_db(path: Path) -> int:
     """Decode a capture again in place, in one transaction: a reader sees the previous result
-    until the new one is whole, and a reprocess killed midway leaves the previous result.
+    until the new one is whole, and a reprocess killed midway leaves the previous result. Its
+    findings are made from what was decoded, as `convtap audit` makes them.
     Refused while a recorder writes into it, or its journal holds traffic not recorded yet."""
     journal = journal_dir(path)
     if segments(journal):
@@ -60,12 +62,14 @@ def reprocess_db(path: Path) -> int:
         raise StoreError(str(exc)) from None
     try:
         writer = Writer(path)
-        recorder = Recorder(writer, ClearText())
+        recorder = Recorder(writer, ClearText(), audit=False)
         try:
             with writer.whole():
                 clear_derived(writer.db)
                 count, _ = replay_db(path, recorder.handle)
                 recorder.close()
+                writer.flush()
+                findings.rebuild(writer.db)  # from what was decoded, in the same transaction
                 writer.index()
         finally:
             writer.close()

@@ -46,10 +46,14 @@ def redactor(redact: bool = True) -> Redactor:
 class LocalRecorder:
     """The recorder and its writer in this process (import, reprocess, tests)."""
 
-    def __init__(self, db: str, *, redact: bool = True, echo: str = "off") -> None:
+    def __init__(
+        self, db: str, *, redact: bool = True, echo: str = "off", audit: bool = True
+    ) -> None:
+        """`audit`: the live audit's findings, as the recorder process stores them (an import
+        makes its own from the whole capture once it is in)."""
         chosen = redactor(redact)
         self.writer = Writer(db)
-        self.recorder = Recorder(self.writer, chosen, echo_to(echo))
+        self.recorder = Recorder(self.writer, chosen, echo_to(echo), audit=audit)
 
     def handle(self, event: RecorderEvent) -> None:
         self.recorder.handle_safely(event)

@@ -692,12 +692,36 @@ def count_calls(db: sqlite_utils.Database) -> int:
 
 
 def replace_findings(db: sqlite_utils.Database, rows: list[FindingRow]) -> None:
-    with db.conn:
+    """The findings table made anew (one transaction, or a part of the one open): it is what
+    the capture holds, so a mark that it was not is gone too."""
+    with _write_lock(db.conn):
         db.execute("DELETE FROM findings")
         for row in rows:
             columns, values = row.columns()
             db.conn.execute(insert_sql(row.KIND, row.TABLE, columns), values)
         db.execute(FINDING_CONVERSATION)
+        db.execute("DELETE FROM meta WHERE key = ?", [_FINDINGS_BEHIND])
+
+
+# `meta` key set while an import adds flows whose findings are not made yet (they are made from
+# the whole capture once it is in): an import killed midway leaves it, and the next import, or
+# `convtap audit`, makes them.
+_FINDINGS_BEHIND = "findings_behind"
+
+
+def findings_behind(db: sqlite_utils.Database) -> bool:
+    """The findings table does not hold what the capture's content gives (an import stopped)."""
+    sql = "SELECT 1 FROM meta WHERE key = ?"
+    return db.execute(sql, [_FINDINGS_BEHIND]).fetchone() is not None
+
+
+def mark_findings_behind(db: sqlite_utils.Database, behind: bool = True) -> None:
+    with _write_lock(db.conn):
+        if behind:
+            sql = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')"
+        else:
+            sql = "DELETE FROM meta WHERE key = ?"
+        db.execute(sql, [_FINDINGS_BEHIND])
 
 
 def turn_conversations(db: sqlite_utils.Database, turn_ids: set[str]) -> dict[str, str]:
