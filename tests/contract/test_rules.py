@@ -22,6 +22,8 @@ PROTOCOL_RULES = [
     "challenge-reused", "handoff-missing", "execution-target", "prepare-missing",
     "responses-output-call-id", "responses-output-names-tool", "responses-output-type",
     "responses-tool-search", "responses-tools-valid", "responses-call-unanswered",
+    "responses-item-duplicate", "responses-chain-broken", "responses-orphan-repeated",
+    "responses-socket-overlap",
 ]  # fmt: skip
 
 

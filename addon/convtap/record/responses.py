@@ -137,6 +137,8 @@ class ResponsesSide:
         """A response is over: its client calls are recorded, printed and audited."""
         out = self.out
         calls = response.tool_calls()
+        if response.response_id is not None:  # which response answered: the chain runs through it
+            out.put(FlowRow(flow_id, conversation_id=response.response_id))
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
@@ -190,8 +192,13 @@ class ResponsesSide:
         self.out.raw(socket.flow_id, at, "ws:client", 1, self.out.redact.text(text))
         if kind == "response.create":  # a request: the fields of a POST body
             turn = socket.turn()
+            streaming, waiting = socket.streaming.get(lane), socket.waiting.get(lane)
+            busy = streaming[0] if streaming is not None else (waiting[-1] if waiting else None)
             socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
             self._turn(socket, turn, at, event)
+            previous = event.get("previous_response_id")
+            previous = previous if isinstance(previous, str) else None
+            self.out.report(self.out.auditor.responses.socket_create(turn, previous, lane, busy))
             self.request(turn, event, at)
 
     def _server_frame(
@@ -224,12 +231,13 @@ class ResponsesSide:
             self._socket_turn_over(socket, lane, 200, ENDS[kind], at)
         elif kind == "error":
             status = event.get("status") if isinstance(event.get("status"), int) else None
-            if streaming is not None:
-                self._socket_turn_over(socket, lane, status, "error", at, event)
-            elif socket.waiting.get(lane):  # the create was refused
-                turn = socket.waiting[lane].popleft()
+            waiting = socket.waiting.get(lane)
+            if waiting:  # a create was refused: while one streams, the newest (refused at once)
+                turn = waiting.pop() if streaming is not None else waiting.popleft()
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
+            elif streaming is not None:
+                self._socket_turn_over(socket, lane, status, "error", at, event)
 
     def _steering(self, event: dict[str, Any], kind: str) -> None:
         """Mid-turn steering: the client's `response.steer` and the server's answer to it."""
