@@ -184,7 +184,7 @@ def call_unanswered(o: OpenClientCall) -> Violation | None:
     if o.call["answered"]:
         return None
     return Violation(
-        f"{o.call.get('type')} {o.call.get('name')} got no output",
+        f"{o.call.get('type')} {o.call.get('name') or o.call.get('call_id')} got no output",
         "an output with this call_id",
         "none",
     )

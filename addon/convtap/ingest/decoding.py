@@ -318,7 +318,7 @@ def _responses(
         out.write(item_line(item) + "\n")
     for call in result["tool_calls"]:
         out.write(f"   ⚙ client call: {call['type']} {call['name'] or ''} "
-                  f"call_id {call['call_id']} (item {call['item_id']})\n")  # fmt: skip
+                  f"call_id {call['call_id'] or '-'} (item {call['item_id'] or '-'})\n")  # fmt: skip
     for line in errors.lines():
         e = json.loads(line)
         out.write(f"   error {e['event_index']}: {e['kind']}: {e['detail']}\n")

@@ -95,7 +95,7 @@ class ResponsesSide:
                 body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
                 returned_at=at,
             ))  # fmt: skip
-            out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
+            out.say(f"output  {item.get('type')}  call_id {item.get('call_id') or '-'}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
@@ -151,8 +151,8 @@ class ResponsesSide:
                 called_at=at, item_id=call["item_id"], namespace=call["namespace"],
             ))  # fmt: skip
             name = qualified_name(call["namespace"], call["name"]) or "-"
-            out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
-                    f"item {call['item_id']}")  # fmt: skip
+            out.say(f"call    {call['type']}  {name}  call_id {call['call_id'] or '-'}  "
+                    f"item {call['item_id'] or '-'}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
 
     # -- WebSocket mode ----------------------------------------------------------------------
