@@ -273,7 +273,7 @@ def _change(item: tuple[_Found, list[str]]) -> Change:
         "not-seen": f"in {a_seen} of A's {of_a}{unit}, in none of B's {of_b} {typed}".rstrip(),
         "path-added": f"new {typed}: in {b_seen} of {of_b} in B",
         "path-removed": f"in all {of_a} in A, in none of {of_b} in B {typed}".rstrip(),
-        "field-defaulted": f"in all {of_a} in A, in {b_seen} of {of_b} in B: the server defaults it",
+        "field-defaulted": f"in all {of_a} in A, in {b_seen} of {of_b} in B: a server default",
         "became-optional": f"in all {of_a} in A, missing in {of_b - b_seen} of {of_b} in B",
         "became-required": f"in {a_seen} of {of_a} in A, in all {of_b} in B",
         "type-changed": f"types {f.example}",
