@@ -122,9 +122,9 @@ class CompactHandler(Handler):
         body = self.json_body()
         if not isinstance(body, dict):
             return self.send_json(api_error("the body must be a JSON object"), 400)
-        refused = self.state.responses.refusal({**body, "input": _no_outputs(body)})
-        if refused is not None:
-            return self.send_json(refused, 400)
+        previous = body.get("previous_response_id")  # a window's calls need no outputs here
+        if isinstance(previous, str) and self.state.responses.find(previous) is None:
+            return self.send_json(_not_found(previous, "previous_response_not_found"), 400)
         self.send_json(self.state.responses.compact(body))
 
 
@@ -163,13 +163,6 @@ class InputItemsHandler(Handler):
                         "last_id": ids[-1] if ids else None})  # fmt: skip
 
 
-def _not_found(response_id: str) -> dict[str, Any]:
+def _not_found(response_id: str, code: str = "response_not_found") -> dict[str, Any]:
     return {"error": {"message": f"Response with id '{response_id}' not found.",
-                      "type": "invalid_request_error", "param": None,
-                      "code": "response_not_found"}}  # fmt: skip
-
-
-def _no_outputs(body: dict[str, Any]) -> Any:
-    """A compaction's input may hold a window's outputs and calls as they are: no pairing."""
-    items = body.get("input")
-    return [] if isinstance(items, list) else items
+                      "type": "invalid_request_error", "param": None, "code": code}}  # fmt: skip
