@@ -2,16 +2,14 @@
 
 Serves the endpoints of docs/protocol.md, "Endpoints" (all under `/backend-api/`), the user
 WebSocket (`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`) and
-two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received`
-(every request received, as `{method, path, headers, body}`; WebSocket messages appear with
-method `WS`). The Responses API is `mock.responses_http`, the routes `mock.routes`; what the
-server says is `mock.scenario` and `mock.responses`: this module only moves bytes.
-
-Wire realism: SSE bodies go out chunked, cut at arbitrary byte positions (always once inside a
-UTF-8 sequence when there is one), optionally gzip-encoded with a `Z_SYNC_FLUSH` after each event
-so every chunk decodes at once. `hold_after` N parks each stream after N events until a go-ahead;
-`die_after` N closes the socket of an `f/conversation` stream after N events (resume legs are
-spared). Events count as in docs/protocol.md, "Resume": comments do not count.
+two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received` (every
+request received, as `{method, path, headers, body}`; WebSocket messages have method `WS`). The
+Responses API is `mock.responses_http`, the routes `mock.routes`; what the server says is
+`mock.scenario` and `mock.responses`: this module only moves bytes. SSE bodies go out chunked, cut
+at arbitrary byte positions (once inside a UTF-8 sequence when there is one), optionally gzipped
+with a `Z_SYNC_FLUSH` after each event; `hold_after` N parks each stream after N events until a
+go-ahead; `die_after` N closes the socket of an `f/conversation` stream after N events (resume
+legs are spared). Events count as in docs/protocol.md, "Resume": comments do not count.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from tornado.http1connection import HTTP1Connection
 from tornado.web import RequestHandler
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from convtap.mock.gate import Gate
 from convtap.mock.responses import ResponsesServer
 from convtap.mock.scenario import (
     Conversation,
@@ -59,43 +58,6 @@ class MockOptions:
     delay: float = 0.0  # seconds between chunks
     seed: int | None = None  # chunk splits and made-up arguments; None: a fresh chunk split
     lenient: bool = False  # take Responses requests the real API refuses
-
-
-class Gate:
-    """The go-ahead for `hold_after`: `go()` releases every stream parked at its hold point or,
-    when none is, lets the next one through. Safe to query from any thread."""
-
-    def __init__(self) -> None:
-        self._waiters: list[asyncio.Future[None]] = []
-        self._banked = 0
-        self._cond = threading.Condition()
-        self.holding = 0
-
-    async def wait(self) -> None:
-        if self._banked:
-            self._banked -= 1
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        with self._cond:
-            self.holding += 1
-            self._cond.notify_all()
-        await future
-
-    def go(self) -> int:
-        released, self._waiters = self._waiters, []
-        for future in released:
-            if not future.done():
-                future.set_result(None)
-        with self._cond:
-            self.holding -= len(released)
-        if not released:
-            self._banked += 1
-        return len(released)
-
-    def wait_held(self, count: int, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: self.holding >= count, timeout)
 
 
 KEPT = 1000  # requests and stream bodies the mock keeps for its test hooks (the oldest go)
@@ -498,5 +460,6 @@ class ReceivedHandler(Handler):
 
 
 def api_error(message: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                      "code": None}}  # fmt: skip
+    return {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    }
