@@ -179,11 +179,22 @@ def _item_events(add: Any, index: int, item: dict[str, JSON]) -> None:
     add("response.output_item.done", output_index=index, item=item)
 
 
+def _as_output(item: dict[str, JSON]) -> dict[str, JSON]:
+    """A user message of an input as the server lists it back: an item with an id, a status and
+    its content as parts (a string becomes one `input_text`)."""
+    content = item.get("content")
+    parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
+    return {"type": "message", "id": item.get("id") or new_id("msg_"), "status": "completed",
+            "role": "user", "content": parts if isinstance(parts, list) else []}  # fmt: skip
+
+
 def compacted(response_id: str, output: list[dict[str, JSON]]) -> dict[str, JSON]:
     """`POST /v1/responses/compact`'s answer: the window compacted into one compaction item
     (its `encrypted_content` opaque, as the server's is) after the user's own messages."""
-    kept = [i for i in output if i.get("type") == "message" and i.get("role") == "user"]
-    summary = {"type": "compaction", "id": new_id("cmp_"), "created_by": None,
+    kept = [_as_output(i) for i in output if i.get("role") == "user" and i.get("type", "message")
+            == "message"]  # fmt: skip
+    # no `created_by`: the spec's schema takes a string or nothing, never null
+    summary = {"type": "compaction", "id": new_id("cmp_"),
                "encrypted_content": "gAAAAA" + secrets.token_urlsafe(32)}  # fmt: skip
     words = sum(len(json.dumps(item)) for item in output) // 4
     return {

@@ -122,6 +122,8 @@ class CompactHandler(Handler):
         body = self.json_body()
         if not isinstance(body, dict):
             return self.send_json(api_error("the body must be a JSON object"), 400)
+        if not isinstance(body.get("model"), str):  # the API requires it, as for a create
+            return self.send_json(_missing("model"), 400)
         previous = body.get("previous_response_id")  # a window's calls need no outputs here
         if isinstance(previous, str) and self.state.responses.find(previous) is None:
             return self.send_json(_not_found(previous, "previous_response_not_found"), 400)
@@ -161,6 +163,12 @@ class InputItemsHandler(Handler):
         self.send_json({"object": "list", "data": items, "has_more": False,
                         "first_id": ids[0] if ids else None,
                         "last_id": ids[-1] if ids else None})  # fmt: skip
+
+
+def _missing(param: str) -> dict[str, Any]:
+    return {"error": {"message": f"Missing required parameter: '{param}'.",
+                      "type": "invalid_request_error", "param": param,
+                      "code": "missing_required_parameter"}}  # fmt: skip
 
 
 def _not_found(response_id: str, code: str = "response_not_found") -> dict[str, Any]:
