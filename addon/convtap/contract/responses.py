@@ -183,8 +183,10 @@ def tools_valid(t: ToolsFacts) -> list[Violation]:
 def call_unanswered(o: OpenClientCall) -> Violation | None:
     if o.call["answered"]:
         return None
+    kind, name = o.call.get("type"), o.call.get("name")
+    label = name if name and name != kind else o.call.get("call_id") or o.call.get("item_id")
     return Violation(
-        f"{o.call.get('type')} {o.call.get('name') or o.call.get('call_id')} got no output",
+        f"{kind} {label} got no output" if label else f"{kind} got no output",
         "an output with this call_id",
         "none",
     )
