@@ -27,9 +27,9 @@ NAMES = ["plain", "alefita_way", "handoff", "websocket", "resume", "weather", "d
 SEED_ARGS = {"message": "segundo eco do caminho"}  # the call of docs/protocol.md
 
 
-SEEDS = ROOT / "addon" / "convtap" / "mock" / "seed"
+SIGNATURE_FILES = ROOT / "addon" / "convtap" / "mock" / "seed"
 SIGNATURES = [
-    json.loads((SEEDS / f"signature_{name}.json").read_text())
+    json.loads((SIGNATURE_FILES / f"signature_{name}.json").read_text())
     for name in ("handoff", "alefita_way")
 ]  # what the app declares: the scenarios call only these
 

@@ -49,7 +49,7 @@ def tool_search_call(arguments: dict[str, JSON]) -> dict[str, JSON]:
 def message(text: str) -> dict[str, JSON]:
     part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
     return {"type": "message", "id": new_id("msg_"), "role": "assistant",
-            "status": "completed", "content": [part], "phase": "final_answer"}  # fmt: skip
+            "status": "completed", "content": [part], "phase": None}  # fmt: skip
 
 
 def normalised_tools(tools: JSON) -> list[JSON]:
