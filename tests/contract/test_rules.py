@@ -394,3 +394,22 @@ def test_a_text_answer_does_not_hide_an_output_that_answers_nothing() -> None:
     steps = [("request", {"input": "hi"}), ("response", ("resp_text", [])),
              ("request", {"previous_response_id": "resp_text", "input": [answer]})]  # fmt: skip
     assert audited(*steps) == [("responses-output-call-id", "error")]
+
+
+@pytest.mark.parametrize(
+    "rule_id",
+    ["responses-item-duplicate", "responses-chain-broken", "responses-orphan-repeated",
+     "responses-socket-overlap"],
+)  # fmt: skip
+def test_the_field_rules_find_the_same_live_and_in_the_audit(rule_id: str, tmp_path: Path) -> None:
+    """What the recorder finds as it records a fixture is what `convtap audit` finds from the
+    capture afterwards (the same facts: live from the traffic, afterwards from the rows)."""
+    import sqlite3
+
+    for name in ("fail", "pass"):
+        db = tmp_path / f"{name}.db"
+        import_into(db, [FIXTURES / rule_id / f"{name}.har"])
+        with sqlite3.connect(db) as conn:
+            live = sorted(row[0] for row in conn.execute("SELECT rule FROM findings"))
+        assert live == sorted(f.rule for f in audit_capture(db).findings)
+        assert (rule_id in live) == (name == "fail")
