@@ -25,11 +25,13 @@ from convtap.contract.happenings import (
     RequestRefused,
     ResponsesRequest,
     SessionEnded,
+    SocketCreate,
+    SocketTurn,
     is_refusal,
 )
+from convtap.contract.chains import ResponsesAuditor
 from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
-from convtap.contract.responses import ResponsesAuditor
 from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.wire.bounded import Bounded
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
@@ -60,6 +62,7 @@ class Auditor:
         self.marks: Bounded[str, tuple[str | None, list[str], list[Call]]] = Bounded(PENDING)
         self.responses = ResponsesAuditor(limit)  # the Responses API's calls and outputs
         self.requests: Bounded[str, None] = Bounded(limit)  # flows whose request was audited
+        self.creates: Bounded[str, None] = Bounded(limit)  # socket turns whose create was
 
     def handle(self, happening: Happening) -> list[Finding]:
         """What happened next; the findings it makes. A request of a flow or a call already
@@ -84,6 +87,12 @@ class Auditor:
             case ResponsesRequest(flow_id, body, at):
                 if self._first_request(flow_id):
                     return self.responses.request(flow_id, body, at)
+            case SocketCreate(flow_id, previous, lane, busy):
+                if self._first_create(flow_id):
+                    return self.responses.socket_create(flow_id, previous, lane, busy)
+            case SocketTurn(flow_id, socket, body, at, ended_at):
+                if self._first_create(flow_id):
+                    return self.responses.socket_turn(flow_id, socket, body, at, ended_at)
             case SessionEnded():
                 return self.finish()
         return []
@@ -92,6 +101,12 @@ class Auditor:
         if flow_id in self.requests:
             return False
         self.requests[flow_id] = None
+        return True
+
+    def _first_create(self, flow_id: str) -> bool:
+        if flow_id in self.creates:
+            return False
+        self.creates[flow_id] = None
         return True
 
     @property

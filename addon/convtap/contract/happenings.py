@@ -103,6 +103,29 @@ class ResponsesRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class SocketCreate:
+    """A `response.create` on a Responses API socket, as the recorder saw it: `busy` is the turn
+    still in flight on its lane (`stream_id`), if one is."""
+
+    flow_id: str
+    previous_response_id: str | None
+    lane: str | None
+    busy: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SocketTurn:
+    """A socket's turn read back from a capture (its create's body at `at`, its end at
+    `ended_at`): the auditor tells from its lane's turns which was in flight."""
+
+    flow_id: str
+    socket: str
+    body: Any
+    at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionEnded:
     """The end of the capture, or of the recording: what never got an answer."""
 
@@ -115,5 +138,7 @@ Happening = (
     | CallMade
     | ClientCallsMade
     | ResponsesRequest
+    | SocketCreate
+    | SocketTurn
     | SessionEnded
 )

@@ -34,6 +34,7 @@ from convtap.contract.happenings import (
     Prepared,
     RequestRefused,
     ResponsesRequest,
+    SocketTurn,
     is_refusal,
 )
 from convtap.store.canned import APPLICATION_ID, is_capture
@@ -618,7 +619,11 @@ def _prepared(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iter
 def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
     body = loads_or_none(_request_body(db, row["rank"]))
     if row["kind"] != Endpoint.CONVERSATION:
+        if row["source"] == SOCKET_TURN:  # a socket's turn: its flow names the socket
+            yield SocketTurn(row["id"], row["turn_id"], body, at, row["ended_at"])
         yield ResponsesRequest(row["id"], body, at)
+        if row["conversation_id"] is not None:  # the response that answered it, known before
+            yield ClientCallsMade(row["id"], row["conversation_id"], (), at)  # its calls come
         return
     yield ConversationRequest(row["id"], body, read_turn_request(body), at)
     if is_refusal(row["status"]):
@@ -649,8 +654,8 @@ _TIMELINE: list[
     tuple[str, Callable[[sqlite_utils.Database, float, dict[str, Any]], Iterator[Happening]]]
 ] = [
     ("SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'", _prepared),
-    ("SELECT started_at AS at, rowid AS rank, id, kind, status FROM flows "
-     "WHERE kind IN ('conversation', 'responses')", _requested),
+    ("SELECT started_at AS at, rowid AS rank, id, kind, status, conversation_id, turn_id, "
+     "source, ended_at FROM flows WHERE kind IN ('conversation', 'responses')", _requested),
     ("SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
      "LEFT JOIN flows f ON f.id = c.turn_id", _called),
     ("SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, m.conversation_id "
