@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from convtap.contract.chains import ResponsesAuditor
 from convtap.contract.happenings import (
     Call,
     CallMade,
@@ -29,7 +30,6 @@ from convtap.contract.happenings import (
     SocketTurn,
     is_refusal,
 )
-from convtap.contract.chains import ResponsesAuditor
 from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
 from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
