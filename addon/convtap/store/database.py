@@ -38,6 +38,7 @@ from convtap.contract.happenings import (
     is_refusal,
 )
 from convtap.store.canned import APPLICATION_ID, is_capture
+from convtap.store.check import check_capture
 from convtap.store.compact import (
     add_sql_functions,
     event_columns,
@@ -46,6 +47,7 @@ from convtap.store.compact import (
 from convtap.store.compact import event_bytes as event_bytes  # the readers' accessors
 from convtap.store.compact import event_is_utf8 as event_is_utf8
 from convtap.store.compact import event_text as event_text
+from convtap.store.errors import DamagedCapture as DamagedCapture
 from convtap.store.errors import StoreError as StoreError
 from convtap.store.rows import UNSET, EventRow, FindingRow, MessageRow, Row
 from convtap.store.schema import (
@@ -111,6 +113,18 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
     was_empty = path.stat().st_size == 0
     try:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
+    try:
+        return _made_ready(conn, path, was_empty)
+    except BaseException:
+        conn.close()  # refused: SQLite's files beside it go with the connection
+        raise
+
+
+def _made_ready(conn: sqlite3.Connection, path: Path, was_empty: bool) -> sqlite_utils.Database:
+    """The capture checked and migrated under the write lock, then in WAL mode."""
+    try:
         # 4 KiB pages, SQLite's own. Schema 2-4 made 8 KiB ones, for raw event rows of a 16 KiB
         # network chunk each; compressed (schema 5) they are 2-3 KB, and a row's last overflow
         # page is half empty on average: the database is 17 % smaller at 4 KiB for the same CPU
@@ -128,6 +142,8 @@ def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
                 raise StoreError(
                     f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}"
                 )
+            if version:  # before a byte changes: one convtap did not leave as it is, refused
+                check_capture(conn, path, version)
             for migrate in MIGRATIONS[version:]:
                 migrate(db)
             if version < SCHEMA_VERSION:
@@ -236,7 +252,15 @@ def open_readonly(path: Path | str) -> sqlite_utils.Database:
         conn.close()
         raise StoreError(f"{path} is not a convtap capture")
     if version > SCHEMA_VERSION:
+        conn.close()
         raise StoreError(f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}")
+    try:
+        check_capture(conn, path, version)
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        conn.close()
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
     return db
 
 

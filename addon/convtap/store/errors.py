@@ -10,3 +10,8 @@ class StoreError(Exception):
 
 class DamagedRow(StoreError):
     """A row of the capture cannot be read back (its compressed bytes are damaged)."""
+
+
+class DamagedCapture(StoreError):
+    """A capture that is not as convtap left it (edited by hand, damaged): which table, column
+    and row is said, and nothing is read or changed."""
