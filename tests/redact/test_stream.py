@@ -13,6 +13,7 @@ import io
 import json
 import random
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,9 @@ from convtap.redact.patterns import find_secrets
 from convtap.report.page import write_report
 from convtap.wire.responses import decode_responses
 from convtap.wire.turn import decode_turn, message_text
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from tests.harness import capture_bytes, events_sql
 from tests.redact import streams
@@ -42,7 +44,7 @@ from tests.redact.streams import TEXT_PATH as TEXT
 
 STREAM = (("content-type", "text/event-stream"),)
 CONVERSATION = "/backend-api/f/conversation"
-PROPERTY = settings(max_examples=150, deadline=None,
+PROPERTY = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
 
@@ -50,7 +52,14 @@ def secret_of(kind: str, rng: random.Random) -> tuple[str, str]:
     """A secret of `kind`, and the part of it that must never be stored."""
     secret = KINDS[kind](rng)
     [(_, _, part)] = find_secrets(f"my key is {secret} ok")
+    if currently_in_test_context():
+        note(f"secret {secret!r}")
     return secret, part
+
+
+def fresh(tmp_path: Path) -> Path:
+    """A folder of its own for one example (Hypothesis runs many in one test's `tmp_path`)."""
+    return Path(tempfile.mkdtemp(dir=tmp_path))
 
 
 def windows(part: str) -> list[bytes]:
@@ -97,17 +106,13 @@ def record_sse(db: Path, generated: Generated, path: str = CONVERSATION) -> None
 kinds = st.sampled_from(sorted(KINDS))
 
 
-@PROPERTY
-@given(kind=kinds, rng=st.randoms(use_true_random=False))
-def test_an_f_conversation_stream_of_any_form_keeps_no_secret(
-    tmp_path: Path, kind: str, rng: random.Random
-) -> None:
+def check_f_conversation(tmp_path: Path, kind: str, rng: random.Random) -> None:
     secret, part = secret_of(kind, rng)
     generated = streams.delta_stream(rng, secret)
     decoded = decode_turn([generated.body])
     texts = {m["id"]: message_text(m) for m in decoded.messages}
     assert texts == generated.texts  # the generator says what it means to
-    db = tmp_path / f"{rng.random()}.db"
+    db = fresh(tmp_path) / "x.db"
     record_sse(db, generated)
     assert_nowhere(part, capture_bytes(db))
     scrub = redactor().scrub
@@ -118,12 +123,10 @@ def test_an_f_conversation_stream_of_any_form_keeps_no_secret(
     assert {m["id"]: message_text(m) for m in again.messages} == stored  # the bytes agree
 
 
-@PROPERTY
-@given(kind=kinds, rng=st.randoms(use_true_random=False))
-def test_a_responses_stream_keeps_no_secret(tmp_path: Path, kind: str, rng: random.Random) -> None:
+def check_responses_stream(tmp_path: Path, kind: str, rng: random.Random) -> None:
     secret, part = secret_of(kind, rng)
     generated = streams.responses_stream(rng, secret)
-    db = tmp_path / f"{rng.random()}.db"
+    db = fresh(tmp_path) / "x.db"
     record_sse(db, generated, "/v1/responses")
     assert_nowhere(part, capture_bytes(db))
     again = decode_responses(["".join(raw_events(db)).encode()])
@@ -133,12 +136,10 @@ def test_a_responses_stream_keeps_no_secret(tmp_path: Path, kind: str, rng: rand
     assert secret not in call["arguments"] and "Lisboa" in call["arguments"]
 
 
-@PROPERTY
-@given(kind=kinds, rng=st.randoms(use_true_random=False))
-def test_a_responses_socket_keeps_no_secret(tmp_path: Path, kind: str, rng: random.Random) -> None:
+def check_responses_socket(tmp_path: Path, kind: str, rng: random.Random) -> None:
     secret, part = secret_of(kind, rng)
     generated = streams.responses_frames(rng, secret)
-    db = tmp_path / f"{rng.random()}.db"
+    db = fresh(tmp_path) / "x.db"
     recorder = LocalRecorder(str(db), redact=True, echo="off")
     upgrade = (("upgrade", "websocket"),)
     recorder.handle(RequestSeen("ws1", "GET", "wss://x/v1/responses", "x", "/v1/responses",
@@ -155,15 +156,11 @@ def test_a_responses_socket_keeps_no_secret(tmp_path: Path, kind: str, rng: rand
     assert again.output_items[0]["content"][0]["text"] == redactor().scrub(generated.texts["msg_1"])
 
 
-@PROPERTY
-@given(kind=kinds, rng=st.randoms(use_true_random=False))
-def test_a_turn_handed_off_to_the_user_socket_keeps_no_secret(
-    tmp_path: Path, kind: str, rng: random.Random
-) -> None:
+def check_handoff(tmp_path: Path, kind: str, rng: random.Random) -> None:
     secret, part = secret_of(kind, rng)
     topic = "conversation-turn-gen"
     generated = streams.handoff_frames(rng, secret, topic)
-    db = tmp_path / f"{rng.random()}.db"
+    db = fresh(tmp_path) / "x.db"
     recorder = LocalRecorder(str(db), redact=True, echo="off")
     handoff = ('event: delta_encoding\ndata: "v1"\n\ndata: {"type": "stream_handoff", '
                '"conversation_id": "conv-gen", "options": [{"type": "subscribe_ws_topic", '
@@ -197,13 +194,13 @@ def test_decode_export_and_report_keep_no_secret(
     """What a capture becomes: `convtap decode` of the stream, the HAR export and the report."""
     secret, part = secret_of(kind, rng)
     generated = streams.delta_stream(rng, secret)
-    source = tmp_path / f"{rng.random()}.sse"
+    source = fresh(tmp_path) / "x.sse"
     source.write_bytes(generated.body)
     for fmt in ("text", "json"):
         out = io.StringIO()
         decode([str(source)], out, fmt=fmt, protocol="auto", ws_path=None, redact=True)
         assert_nowhere(part, out.getvalue().encode())
-    db = tmp_path / f"{rng.random()}.db"
+    db = fresh(tmp_path) / "x.db"
     record_sse(db, generated)
     har = tmp_path / "x.har"
     export_har(db, har, blank_words=False)
@@ -300,3 +297,35 @@ def test_two_channels_appending_to_the_same_path_in_turns_keep_their_own_text(
     reprocess_db(db)
     assert stored_texts(db) == texts
     assert_nowhere(KEY, capture_bytes(db))
+
+
+@PROPERTY
+@given(kind=kinds, rng=st.randoms(use_true_random=False))
+def test_an_f_conversation_stream_of_any_form_keeps_no_secret(
+    tmp_path: Path, kind: str, rng: random.Random
+) -> None:
+    check_f_conversation(tmp_path, kind, rng)
+
+
+@PROPERTY
+@given(kind=kinds, rng=st.randoms(use_true_random=False))
+def test_a_responses_stream_keeps_no_secret(tmp_path: Path, kind: str, rng: random.Random) -> None:
+    check_responses_stream(tmp_path, kind, rng)
+
+
+@PROPERTY
+@given(kind=kinds, rng=st.randoms(use_true_random=False))
+def test_a_responses_socket_keeps_no_secret(tmp_path: Path, kind: str, rng: random.Random) -> None:
+    check_responses_socket(tmp_path, kind, rng)
+
+
+@PROPERTY
+@given(kind=kinds, rng=st.randoms(use_true_random=False))
+def test_a_turn_handed_off_to_the_user_socket_keeps_no_secret(
+    tmp_path: Path, kind: str, rng: random.Random
+) -> None:
+    check_handoff(tmp_path, kind, rng)
+
+
+CHECKS = {"f/conversation": check_f_conversation, "responses": check_responses_stream,
+          "responses socket": check_responses_socket, "user socket": check_handoff}  # fmt: skip

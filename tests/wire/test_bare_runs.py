@@ -10,7 +10,7 @@ import pytest
 from convtap.wire import delta
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import DecodeError
-from convtap.wire.provenance import StringEvent
+from convtap.wire.provenance import Piece, Pieces, StringEvent
 from convtap.wire.sse import BareRun, Frames, SSEEvent, SSEParser
 from convtap.wire.turn import TurnDecoder
 from hypothesis import given, settings
@@ -137,7 +137,20 @@ def test_runs_decode_to_the_same_turn(items: list[str], cuts: list[int]) -> None
     expected, strings = one_by_one(body)
     got, got_strings = by_runs(cut(body, cuts))
     assert got == state(expected)
-    assert got_strings == strings  # where each piece came from, however the runs went
+    # where each piece came from, however the runs went
+    assert one_each(got_strings) == one_each(strings)
+
+
+def one_each(strings: list[StringEvent]) -> list[StringEvent]:
+    """Runs of pieces told one piece at a time."""
+    out: list[StringEvent] = []
+    for event in strings:
+        if isinstance(event, Pieces):
+            out += [Piece(event.string, event.event + n, event.leaf, text)
+                    for n, text in enumerate(event.texts)]  # fmt: skip
+        else:
+            out.append(event)
+    return out
 
 
 def test_a_block_of_bare_frames_is_one_run_parsed_in_one_call() -> None:

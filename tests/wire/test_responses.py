@@ -165,6 +165,9 @@ def test_where_each_piece_of_a_streamed_text_came_from_is_told() -> None:
     assert [(type(e).__name__, e.string) for e in told if not isinstance(e, Piece)] == [
         ("Began", 0), ("Began", 1), ("Ended", 0)]  # fmt: skip
     assert [(e.string, e.event, e.leaf, e.text) for e in told if isinstance(e, Piece)] == [
-        (0, 1, ("delta",), "my key is s"), (1, 2, ("delta",), '{"a'), (0, 5, ("delta",), "k-")]
+        (0, 1, ("delta",), "my key is s"),
+        (1, 2, ("delta",), '{"a'),
+        (0, 5, ("delta",), "k-"),
+    ]
     assert [e["kind"] for e in decoder.errors] == ["malformed-json"]
     assert [e.kind for e in found if isinstance(e, DecodeError)] == ["malformed-json"]

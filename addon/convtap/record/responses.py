@@ -23,7 +23,7 @@ from convtap.store.database import SOCKET_TURN
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.provenance import Piece, StringEvent
+from convtap.wire.provenance import Piece, Pieces, StringEvent
 from convtap.wire.responses import (
     OUTPUTS,
     ResponsesDecoder,
@@ -301,7 +301,7 @@ def _of_turn(turn: str, event: StringEvent) -> StringEvent:
 
 def _at_frame(strings: list[StringEvent], index: int) -> list[StringEvent]:
     """A frame's string events, their pieces at its index among the socket's frames."""
-    return [e._replace(event=index) if type(e) is Piece else e for e in strings]
+    return [e._replace(event=index) if isinstance(e, Piece | Pieces) else e for e in strings]
 
 
 def _frame_of(sse_text: str) -> str:

@@ -17,7 +17,7 @@ from convtap.redact.stream import Carrier, StreamRedaction, format_events
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.jsonvalue import dumps, loads_or_none
-from convtap.wire.provenance import Piece, StringEvent
+from convtap.wire.provenance import Piece, Pieces, StringEvent
 from convtap.wire.sse import SSEEvent, SSEParser
 from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_messages
 
@@ -65,23 +65,25 @@ class FrameRedaction:
                 stored = render(events)  # its repeated items as their first time was stored
             keep(when, stored)
 
-        whole = self.redactor.text(text)  # as stored when no string of it holds a secret
-        carrier = Carrier(at, whole, events, first, write, render)
         topics: dict[str, _Topic] = {}
+        taken: list[tuple[_Topic, str, int, list[SSEEvent]]] = []
         for name, item in _stream_items(value):
             topic = topics[name] = self._topic(name)
             item_id = item.get("stream_item_id")
-            if not isinstance(item_id, str) or topic.assembler.seen(item_id) or (
-                item_id in topic.parsed
+            if not isinstance(item_id, str) or topic.assembler.seen(item_id) or any(
+                item_id == other and topic is mine for mine, other, _, _ in taken
             ):  # fmt: skip
                 slots.append((item, -1, -1, ""))  # a catch-up: stored as it was the first time
                 continue
             block_events, tail = _events_of(item["encoded_item"])
             slots.append((item, len(events), len(events) + len(block_events), tail))
-            topic.parsed[item_id] = (carrier, first + len(events), block_events)
-            carrier.waiting += 1
+            taken.append((topic, item_id, first + len(events), block_events))
             events += block_events
         self._events += len(events)
+        whole = self.redactor.text(text)  # as stored when no string of it holds a secret
+        carrier = Carrier(at, whole, events, first, write, render, waiting=len(taken))
+        for topic, item_id, index, block_events in taken:
+            topic.parsed[item_id] = (carrier, index, block_events)
         strings: list[StringEvent] = []
         for name, topic in topics.items():
             for item_id, _ in topic.assembler.feed_items(text):
@@ -108,7 +110,7 @@ class FrameRedaction:
         for n in range(decoder.event_index - base):
             topic.index_of[base + n] = index + n
         return [e._replace(string=(name, e.string), event=topic.index_of.get(e.event, -1))
-                if type(e) is Piece else e._replace(string=(name, e.string))
+                if isinstance(e, Piece | Pieces) else e._replace(string=(name, e.string))
                 for e in decoder.strings()]  # fmt: skip
 
     def _frame_text(

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from convtap.redact.patterns import find_secrets, hints, path_is_secret
 from convtap.redact.redactor import Redactor
 from convtap.wire.jsonvalue import dumps, loads_or_none
-from convtap.wire.provenance import Began, Cut, Ended, Leaf, Piece, StringEvent
+from convtap.wire.provenance import Began, Cut, Ended, Leaf, Piece, Pieces, StringEvent
 from convtap.wire.sse import SSEEvent, format_event
 
 TAIL = 400  # characters past a piece, near a hint, before it goes out (a secret's start is seen)
@@ -69,65 +69,95 @@ class Carrier:
     keep: Keep  # where it goes (its flow's raw rows)
     render: Callable[[Sequence[SSEEvent]], str] = format_events  # its text, once one changed
     pieces: list[_Held] = field(default_factory=list)  # what its events brought to strings
+    ends: dict[_String, int] = field(default_factory=dict)  # of each string, its last piece's
     waiting: int = 0  # its parts not decoded yet (a frame's items waiting for their parent)
+    end: int = -1  # the index after its last event
 
-    def holds(self, event: int) -> bool:
-        return self.first <= event < self.first + len(self.events)
+    def __post_init__(self) -> None:
+        self.end = self.first + len(self.events)
+
+    def settled(self) -> bool:
+        """Whether everything it brought to strings is settled."""
+        return not self.waiting and all(
+            string.ended or end <= string.settled() for string, end in self.ends.items()
+        )
 
 
 class _Held:
-    """A piece of a string whose row has not gone out: where it is, and what is stored of it.
-    Its first `live` characters are the string's (a truncate may have cut the rest, whose stored
-    form `rest` was fixed then)."""
+    """Pieces one row brought to one string, in a run: the texts of the events from `event` on,
+    one each, all at `leaf`; from `start` of the string. `stored` is what the last look made of
+    each (None: all as they came)."""
 
-    __slots__ = ("event", "leaf", "live", "rest", "start", "stored", "string", "text")
+    __slots__ = ("event", "frozen", "leaf", "start", "stored", "string", "text", "texts")
 
-    def __init__(self, string: _String, event: int, leaf: Leaf, start: int, text: str) -> None:
-        self.string, self.event, self.leaf, self.start, self.text = string, event, leaf, start, text
-        self.stored = text  # as the last look cut it
-        self.live = len(text)
-        self.rest = ""
+    def __init__(
+        self, string: _String, event: int, leaf: Leaf, start: int, texts: list[str]
+    ) -> None:
+        self.string, self.event, self.leaf, self.start, self.texts = (
+            string, event, leaf, start, texts
+        )  # fmt: skip
+        self.text = texts[0] if len(texts) == 1 else "".join(texts)
+        self.stored: list[str] | None = None
+        self.frozen = False  # a truncate fixed what is stored of it
 
     @property
     def end(self) -> int:
-        return self.start + self.live
+        return self.start + len(self.text)
 
-    @property
-    def part(self) -> str:
-        return self.text[: self.live]
+    def cut(
+        self, spans: list[tuple[int, int, str]], text: str, at: int, redactor: Redactor
+    ) -> None:
+        """Each of its texts cut where `spans` (in `text`, where this begins at `at`) sit."""
+        if self.frozen:
+            return
+        end = at + len(self.text)
+        if not any(a < end and b > at for a, b, _ in spans):
+            self.stored = None
+            return
+        stored, start = [], at
+        for piece in self.texts:
+            stored.append(_cut_piece(piece, start, spans, text, redactor))
+            start += len(piece)
+        self.stored = stored
 
 
 class _String:
     """One string the stream builds: the text gone out (its end, as context), the pieces held."""
 
-    __slots__ = ("before", "ended", "gone", "held", "hint_at", "open_from", "resting", "secret")
+    __slots__ = ("_before", "ended", "gone", "held", "hint_at", "length", "open_from",
+                 "resting", "secret")  # fmt: skip
 
     def __init__(self, secret: bool = False) -> None:
         self.secret = secret  # its place names a secret key: all of it is secret
         self.gone = 0  # characters that went out (or came in rows already gone)
-        self.before = ""  # their last LONGEST characters
-        self.held: list[_Held] = []
+        self._before: list[str] = []  # their end: the last LONGEST characters, and more
+        self.held: deque[_Held] = deque()
+        self.length = 0
         self.hint_at: int | None = None  # where a hint of a secret was last seen (its end)
         self.open_from: int | None = None  # a secret found may go on, from here
         self.resting = self.ended = False
 
     @property
-    def length(self) -> int:
-        return self.held[-1].end if self.held else self.gone
+    def before(self) -> str:
+        """The last LONGEST characters that went out."""
+        if len(self._before) != 1:
+            self._before = ["".join(self._before)[-LONGEST:]]
+        return self._before[0]
 
     def text(self) -> str:
-        return self.before + "".join(piece.part for piece in self.held)
+        return self.before + "".join(piece.text for piece in self.held)
 
     def tail(self, size: int) -> str:
         """Its last `size` characters (at most)."""
         parts: list[str] = []
         for piece in reversed(self.held):
-            parts.append(piece.part)
-            size -= piece.live
+            parts.append(piece.text)
+            size -= len(piece.text)
             if size <= 0:
                 break
         else:
-            parts.append(self.before[-size:] if size > 0 else "")
+            if size > 0:
+                parts.append(self.before[-size:])
         return "".join(reversed(parts))
 
     def add(self, piece: _Held | None, text: str) -> None:
@@ -135,17 +165,30 @@ class _String:
             self._gone(text)
         else:
             self.held.append(piece)
+        self.length += len(text)
         self.resting = False
 
     def _gone(self, text: str) -> None:
         self.gone += len(text)
-        self.before = (self.before + text)[-LONGEST:]
+        self._before.append(text)
+        if len(self._before) > 256:
+            self._before = [self.before]
 
     def went(self, piece: _Held) -> None:
         """`piece`'s row went out."""
         if self.held and self.held[0] is piece:
-            self.held.pop(0)
-            self._gone(piece.part)
+            self.held.popleft()
+            self._gone(piece.text)
+
+    def restart(self, length: int) -> None:
+        """A truncate kept the first `length` characters: what is held is fixed as it is (it
+        goes out as the look before made it), and the string goes on from its kept text."""
+        kept = self.text()[: max(0, length - (self.gone - len(self.before)))]
+        for piece in self.held:
+            piece.frozen = True
+        self.held = deque()
+        self._before, self.gone, self.length = [kept[-LONGEST:]], length, length
+        self.open_from = None
 
     def settled(self) -> int:
         """Up to where nothing can change any more (a string offset)."""
@@ -181,27 +224,35 @@ class StreamRedaction:
     def strings_only(self, strings: Sequence[StringEvent]) -> None:
         """What events of the rows held did to strings (with no new row); what is settled goes
         out."""
-        grown: dict[int, tuple[_String, int]] = {}  # what grew, by how many characters
+        grown: dict[_String, int] = {}  # what grew, by how many characters
+        last = self.held[-1] if self.held else None
         for event in strings:
-            if type(event) is Piece:
+            if isinstance(event, Piece | Pieces):
                 string = self.strings.get(event.string)
                 if string is None:
                     string = self.strings[event.string] = _String()
-                owner = self._carrier_of(event.event)
+                at = event.event
+                owner = last if last is not None and last.first <= at < last.end else (
+                    self._carrier_of(at)
+                )  # fmt: skip
+                texts = [event.text] if isinstance(event, Piece) else event.texts
                 piece = None
                 if owner is not None:
-                    piece = _Held(string, event.event, event.leaf, string.length, event.text)
+                    piece = _Held(string, at, event.leaf, string.length, texts)
                     owner.pieces.append(piece)
-                string.add(piece, event.text)
-                before = grown.get(id(string), (string, 0))[1]
-                grown[id(string)] = (string, before + len(event.text))
-            elif type(event) is Began:
+                    owner.ends[string] = piece.end
+                    text = piece.text
+                else:
+                    text = "".join(texts)
+                string.add(piece, text)
+                grown[string] = grown.get(string, 0) + len(text)
+            elif isinstance(event, Began):
                 self.strings[event.string] = _String(path_is_secret("/" + "/".join(event.path)))
-            elif type(event) is Cut:
+            elif isinstance(event, Cut):
                 self._cut(event.string, event.length)
             else:  # Ended, Rested
-                self._over(event.string, ended=type(event) is Ended)
-        for string, added in grown.values():
+                self._over(event.string, ended=isinstance(event, Ended))
+        for string, added in grown.items():
             self._grew(string, added)
         self._release()
 
@@ -215,9 +266,9 @@ class StreamRedaction:
 
     def _carrier_of(self, event: int) -> Carrier | None:
         for carrier in reversed(self.held):
-            if carrier.holds(event):
+            if carrier.first <= event < carrier.end:
                 return carrier
-            if carrier.first + len(carrier.events) <= event:
+            if carrier.end <= event:
                 return None
         return None
 
@@ -241,49 +292,34 @@ class StreamRedaction:
             string.ended = True
             del self.strings[key]
 
-    def _look(self, string: _String, *, final: bool = False) -> list[tuple[int, int, str]]:
-        """The held pieces cut where a secret sits in the string's text (context included):
-        the secrets found, at their places in that text."""
+    def _look(self, string: _String, *, final: bool = False) -> None:
+        """The held pieces cut where a secret sits in the string's text (context included)."""
         if not string.held:
-            return []
+            return
         before, text = len(string.before), string.text()
         if string.secret:
             spans = [(before, len(text), text[before:])]
         else:
             keys, values = hints(text)
-            spans = find_secrets(text, keyed=keys) if keys or values else []
-        start = before
+            if not keys and not values:
+                return
+            spans = find_secrets(text, keyed=keys)
+        at = before
         for piece in string.held:
-            piece.stored = _cut_piece(piece.part, start, spans, text, self.redactor) + piece.rest
-            start += piece.live
+            piece.cut(spans, text, at, self.redactor)
+            at += len(piece.text)
         string.open_from = None
         if spans and spans[-1][1] > len(text) - NEAR and not final:
             string.open_from = string.gone - before + spans[-1][0]
-        return spans
 
     def _cut(self, key: Hashable, length: int) -> None:
         """A truncate: what the string had is looked at whole first (its cut end is in the
         raw events, stored as that look cut it), then it goes on from its first `length`
         characters."""
         string = self.strings.get(key)
-        if string is None:
-            return
-        spans = self._look(string, final=True)
-        text, offset = string.text(), string.gone - len(string.before)
-        kept: list[_Held] = []
-        for piece in string.held:
-            if piece.start >= length:
-                continue  # its row keeps the stored form the look gave it
-            if piece.end > length:
-                live = length - piece.start
-                piece.rest = _cut_piece(piece.part[live:], piece.start + live - offset, spans,
-                                        text, self.redactor) + piece.rest  # fmt: skip
-                piece.live = live
-            kept.append(piece)
-        string.held = kept
-        if not kept and string.gone > length:  # (what went out cannot change)
-            string.before = string.before[: max(0, len(string.before) - (string.gone - length))]
-            string.gone = length
+        if string is not None:
+            self._look(string, final=True)
+            string.restart(length)
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -292,19 +328,21 @@ class StreamRedaction:
         while self.held:
             head = self.held[0]
             bound = len(self.held) > MAX_HELD or self._size > MAX_HELD_TEXT
-            settled = not head.waiting and all(_settled(p) for p in head.pieces)
-            if not (everything or bound or settled):
+            if not (everything or bound or head.settled()):
                 break
             self.held.popleft()
             self._size -= len(head.text)
             self._out(head)
 
     def _out(self, carrier: Carrier) -> None:
-        cuts: dict[int, list[_Held]] = {}
+        cuts: dict[int, list[tuple[Leaf, str, int]]] = {}  # event -> (leaf, stored, length)
         for piece in carrier.pieces:
             piece.string.went(piece)
-            if piece.stored != piece.text:
-                cuts.setdefault(piece.event, []).append(piece)
+            if piece.stored is None:
+                continue
+            for n, (text, stored) in enumerate(zip(piece.texts, piece.stored, strict=True)):
+                if stored != text:
+                    cuts.setdefault(piece.event + n, []).append((piece.leaf, stored, len(text)))
         text = carrier.text
         if cuts or any(hints(text)):
             redacted = [self._event(event, cuts.get(carrier.first + n, ()))
@@ -313,14 +351,14 @@ class StreamRedaction:
                 text = carrier.render(redacted)
         carrier.keep(carrier.at, len(carrier.events), text)
 
-    def _event(self, event: SSEEvent, cuts: Sequence[_Held]) -> SSEEvent:
+    def _event(self, event: SSEEvent, cuts: Sequence[tuple[Leaf, str, int]]) -> SSEEvent:
         """One event as stored: the strings it brought cut where a secret sits, then redacted
         on its own (keys, paths, values whole in it)."""
         data = event.data
         if cuts:
             value = loads_or_none(data)
-            for piece in cuts:
-                value = _replaced(value, piece.leaf, piece.stored, len(piece.text))
+            for leaf, stored, length in cuts:
+                value = _replaced(value, leaf, stored, length)
             data = dumps(value) or data
         redacted = self.redactor.text(data)
         name = event.event
@@ -329,11 +367,6 @@ class StreamRedaction:
         if redacted == event.data and name == event.event:
             return event
         return SSEEvent(name, redacted)
-
-
-def _settled(piece: _Held) -> bool:
-    string = piece.string
-    return string.ended or piece.end <= string.settled()
 
 
 def _cut_piece(

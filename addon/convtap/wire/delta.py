@@ -28,7 +28,7 @@ from convtap.wire.events import (
     excerpt,
 )
 from convtap.wire.jsonvalue import JSON, loads
-from convtap.wire.provenance import Leaf, Piece, Place, StringEvent, StringSources, V
+from convtap.wire.provenance import Leaf, Pieces, Place, StringEvent, StringSources, V
 from convtap.wire.sse import OVERSIZED, BareRun, EventRun, Frames, SSEEvent
 
 OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
@@ -284,9 +284,7 @@ class DeltaDecoder:
         if self.sources is not None:  # every piece, past the bound too: the raw events hold it
             string = self._pending_string
             assert string is not None
-            self.sources.pieces(
-                [Piece(string, index + n, V, value) for n, value in enumerate(values)]
-            )
+            self.sources.pieces(Pieces(string, index, V, values))
         size = self._pending_size + sum(map(len, values))
         if size <= MAX_STRING:
             self._pending_size = size
@@ -426,6 +424,8 @@ class DeltaDecoder:
                 self._pending_size = len(self._pending[2][0]) if self._pending else 0
         except InvalidDelta as exc:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
+            if self.sources is not None:
+                self.sources.refused(index, delta)
             return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")
         self._record = (c, p, o)
         root = self._roots.get(c)

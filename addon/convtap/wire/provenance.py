@@ -14,8 +14,14 @@ decoder tells it each op it applies, at the same keys, as it applies it, and it 
 - `Piece(string, event, leaf, text)`: `text` is now at the string's end. It is the first
   `len(text)` characters of the string at `leaf` (a path into the event's data; the number for
   an appended scalar) of dispatched event `event` (-1: from no event this stream kept).
+- `Pieces(string, event, leaf, texts)`: as many `Piece`s, of the events from `event` on, one
+  each, all at `leaf` (a run of bare frames: most of a stream, told in one value).
 - `Cut(string, length)`: a truncate kept its first `length` characters.
 - `Ended(string)`: it is gone (set again, removed, a new delta state).
+
+The strings of a delta the decoder refused (an invalid one: bare frames sent when no append is
+open, say) are in the raw events but in no value: they are told as pieces of one string of their
+own, `REFUSED`, in stream order, so that a secret cut across such frames is found all the same.
 - `Rested(string)`: its message finished: no character of it is expected to follow.
 
 It mirrors the decoded roots with a shadow that is only as deep as ops reach: a value set whole
@@ -50,6 +56,13 @@ class Piece(NamedTuple):
     text: str
 
 
+class Pieces(NamedTuple):
+    string: Hashable
+    event: int  # the first's; the others are the events after it, one each
+    leaf: Leaf
+    texts: list[str]
+
+
 class Cut(NamedTuple):
     string: Hashable
     length: int
@@ -63,8 +76,9 @@ class Rested(NamedTuple):
     string: Hashable
 
 
-StringEvent = Began | Piece | Cut | Ended | Rested
+StringEvent = Began | Piece | Pieces | Cut | Ended | Rested
 _NOWHERE: tuple[int, Leaf] = (-1, ())
+REFUSED = "refused"  # the string the strings of refused deltas make
 
 
 class _Node:
@@ -95,7 +109,7 @@ class StringSources:
     def __init__(self) -> None:
         self.roots: dict[int, _Node] = {}
         self._out: list[StringEvent] = []
-        self._live: dict[int, None] = {}  # strings begun and not ended
+        self._live: dict[Hashable, None] = {}  # strings begun and not ended
         self._next = 0
         self.last: int | None = None  # the string the last op appended to or set
 
@@ -104,9 +118,16 @@ class StringSources:
         out, self._out = self._out, []
         return out
 
-    def pieces(self, pieces: list[Piece]) -> None:
+    def pieces(self, pieces: Pieces) -> None:
         """Bare frames went on appending to a string (the decoder's short way for them)."""
-        self._out += pieces
+        self._out.append(pieces)
+
+    def refused(self, event: int, delta: dict[str, Any]) -> None:
+        """Event `event`, a delta the decoder refused: its strings, as pieces of `REFUSED`."""
+        if REFUSED not in self._live:
+            self._live[REFUSED] = None
+            self._out.append(Began(REFUSED, -1, ()))
+        self._out += [Piece(REFUSED, event, leaf, text) for leaf, text in _leaves(delta, ())]
 
     def reset(self) -> None:
         """A fresh delta state: every string ends."""
@@ -116,10 +137,10 @@ class StringSources:
 
     # -- a patch applies whole or not at all --------------------------------------------------
 
-    def mark(self, channel: int) -> tuple[_Node | None, int, dict[int, None]]:
+    def mark(self, channel: int) -> tuple[_Node | None, int, dict[Hashable, None]]:
         return copy.deepcopy(self.roots.get(channel)), len(self._out), dict(self._live)
 
-    def undo(self, channel: int, mark: tuple[_Node | None, int, dict[int, None]]) -> None:
+    def undo(self, channel: int, mark: tuple[_Node | None, int, dict[Hashable, None]]) -> None:
         root, length, live = mark
         if root is None:
             self.roots.pop(channel, None)
@@ -349,3 +370,13 @@ def _strings(node: _Node | None) -> Iterator[int]:
         kids = current.kids
         if kids:
             stack.extend(kids.values() if isinstance(kids, dict) else kids)
+
+
+def _leaves(value: Any, leaf: Leaf, depth: int = 0) -> Iterator[tuple[Leaf, str]]:
+    """The strings in a value, with where they sit (`DEPTH` levels deep)."""
+    if isinstance(value, str):
+        yield leaf, value
+    elif isinstance(value, dict | list) and depth < DEPTH:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            yield from _leaves(item, (*leaf, key), depth + 1)
