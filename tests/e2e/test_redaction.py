@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from convtap.journal.segments import journal_dir
 from convtap.record.local import redactor
 
 from tests.harness import capture_bytes, record
@@ -95,6 +96,7 @@ def test_a_live_recording_keeps_no_secret_of_any_kind_in_any_form(tmp_path: Path
         rec.proc.send_signal(signal.SIGINT)
         out = rec.wait(120)
     assert rec.proc.returncode == 0, out[-2000:]
+    assert not journal_dir(db).exists()  # (it held the bytes in clear: gone once recorded)
     for part in parts:
         assert_nowhere(part, capture_bytes(db))
     scrub = redactor().scrub

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from convtap.export.har import export_har
+from convtap.ingest.capture import import_into
 from convtap.ingest.decoding import decode
 from convtap.ingest.replay import reprocess_db
 from convtap.journal.events import (
@@ -191,7 +192,8 @@ def check_handoff(tmp_path: Path, kind: str, rng: random.Random) -> None:
 def test_decode_export_and_report_keep_no_secret(
     tmp_path: Path, kind: str, rng: random.Random
 ) -> None:
-    """What a capture becomes: `convtap decode` of the stream, the HAR export and the report."""
+    """`convtap decode` of the stream, `convtap import` of it, and what a capture becomes: the HAR
+    export and the report."""
     secret, part = secret_of(kind, rng)
     generated = streams.delta_stream(rng, secret)
     source = fresh(tmp_path) / "x.sse"
@@ -201,7 +203,11 @@ def test_decode_export_and_report_keep_no_secret(
         decode([str(source)], out, fmt=fmt, protocol="auto", ws_path=None, redact=True)
         assert_nowhere(part, out.getvalue().encode())
     db = fresh(tmp_path) / "x.db"
-    record_sse(db, generated)
+    [imported] = import_into(db, [source], redact=True)  # as `convtap import x.sse`
+    assert imported.error is None
+    assert stored_texts(db) == {
+        mid: redactor().scrub(text) for mid, text in generated.texts.items()
+    }
     har = tmp_path / "x.har"
     export_har(db, har, blank_words=False)
     page = write_report(db, tmp_path / "x.html")
