@@ -95,7 +95,7 @@ class ResponsesSide:
                 body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
                 returned_at=at,
             ))  # fmt: skip
-            out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
+            out.say(f"output  {item.get('type')}  call_id {item.get('call_id') or '-'}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
@@ -136,6 +136,8 @@ class ResponsesSide:
         """A response is over: its client calls are recorded, printed and audited."""
         out = self.out
         calls = response.tool_calls()
+        if response.response_id is not None:  # which response answered: the chain runs through it
+            out.put(FlowRow(flow_id, conversation_id=response.response_id))
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
@@ -148,8 +150,8 @@ class ResponsesSide:
                 called_at=at, item_id=call["item_id"], namespace=call["namespace"],
             ))  # fmt: skip
             name = qualified_name(call["namespace"], call["name"]) or "-"
-            out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
-                    f"item {call['item_id']}")  # fmt: skip
+            out.say(f"call    {call['type']}  {name}  call_id {call['call_id'] or '-'}  "
+                    f"item {call['item_id'] or '-'}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
 
     # -- WebSocket mode ----------------------------------------------------------------------
@@ -206,8 +208,13 @@ class ResponsesSide:
         self._keep_frame(socket, True, text, at)
         if kind == "response.create":  # a request: the fields of a POST body
             turn = socket.turn()
+            streaming, waiting = socket.streaming.get(lane), socket.waiting.get(lane)
+            busy = streaming[0] if streaming is not None else (waiting[-1] if waiting else None)
             socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
             self._turn(socket, turn, at, event)
+            previous = event.get("previous_response_id")
+            previous = previous if isinstance(previous, str) else None
+            self.out.report(self.out.auditor.responses.socket_create(turn, previous, lane, busy))
             self.request(turn, event, at)
 
     def _server_frame(
@@ -235,12 +242,13 @@ class ResponsesSide:
             self._socket_turn_over(socket, lane, 200, ENDS[kind], at)
         elif kind == "error":
             status = event.get("status") if isinstance(event.get("status"), int) else None
-            if streaming is not None:
-                self._socket_turn_over(socket, lane, status, "error", at, event)
-            elif socket.waiting.get(lane):  # the create was refused
-                turn = socket.waiting[lane].popleft()
+            waiting = socket.waiting.get(lane)
+            if waiting:  # a create was refused: while one streams, the newest (refused at once)
+                turn = waiting.pop() if streaming is not None else waiting.popleft()
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
+            elif streaming is not None:
+                self._socket_turn_over(socket, lane, status, "error", at, event)
 
     def _steering(self, event: dict[str, Any], kind: str) -> None:
         """Mid-turn steering: the client's `response.steer` and the server's answer to it."""
