@@ -35,11 +35,21 @@ class RowSink:
     def put(self, row: Row) -> None:
         self.sink.put(row)
 
-    def raw(self, flow_id: str, at: float, event: str, count: int, data: str) -> None:
-        """One row of raw events, in the flow's order: an SSE chunk's completed events (as the
-        SSE text that `reprocess` feeds to the decoder again) or a WebSocket frame, redacted."""
+    def reserve(self, flow_id: str) -> int:
+        """The number of the flow's next raw event row, taken now: a row held back by the
+        redaction is written later, in its place."""
         seq = self._seq.get(flow_id, 0)
         self._seq[flow_id] = seq + 1
+        return seq
+
+    def raw(
+        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None
+    ) -> None:
+        """One row of raw events, in the flow's order (at `seq` when it was reserved): an SSE
+        chunk's completed events (as the SSE text that `reprocess` feeds to the decoder again)
+        or a WebSocket frame, redacted."""
+        if seq is None:
+            seq = self.reserve(flow_id)
         self.sink.put(EventRow(flow_id, seq, at, event, count, data))
 
     def forget(self, flow_id: str) -> None:
@@ -89,8 +99,13 @@ class Output:
     def put(self, row: Row) -> None:
         self.rows.put(row)
 
-    def raw(self, flow_id: str, at: float, event: str, count: int, data: str) -> None:
-        self.rows.raw(flow_id, at, event, count, data)
+    def reserve(self, flow_id: str) -> int:
+        return self.rows.reserve(flow_id)
+
+    def raw(
+        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None
+    ) -> None:
+        self.rows.raw(flow_id, at, event, count, data, seq)
 
     def say(self, line: str) -> None:
         self.echo.say(line)
