@@ -301,14 +301,13 @@ def decode_command(events: int) -> Callable[[list[bytes]], int]:
     import io
 
     from convtap.ingest.decoding import decode_streams
-    from convtap.redact.redactor import chosen
 
     class Sink(io.StringIO):
         def write(self, text: str) -> int:
             return len(text)
 
     def run(bodies: list[bytes]) -> int:
-        decode_streams([io.BytesIO(bodies[0])], Sink(), chosen(), fmt="json")
+        decode_streams([io.BytesIO(bodies[0])], Sink(), fmt="json")
         return events
 
     return run

@@ -51,7 +51,7 @@ def decode(
     """
     from convtap.ingest.decoding import DecodeInputError
     from convtap.ingest.decoding import decode as decode_files
-    from convtap.redact.redactor import UnusableKey, chosen
+    from convtap.redact.redactor import UnusableKey
 
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
@@ -59,7 +59,7 @@ def decode(
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
         decode_files(list(files), sys.stdout, fmt=fmt, protocol=protocol, ws_path=ws_path,
-                     redactor=chosen(not no_redact))  # fmt: skip
+                     redact=not no_redact)  # fmt: skip
     except (DecodeInputError, UnusableKey) as exc:
         fail(str(exc))
 

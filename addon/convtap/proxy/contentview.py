@@ -15,7 +15,7 @@ from typing import Any
 
 from mitmproxy import contentviews, http
 
-from convtap.ingest.decoding import decoded_text, socket_frame_text
+from convtap.ingest.rendering import decoded_text, socket_frame_text
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import escape_lone_surrogates
 from convtap.wire.session import Endpoint, endpoint_kind
