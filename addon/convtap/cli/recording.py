@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,8 @@ def record(
     """
     from convtap.proxy.stopping import StopRequest, recording_master
 
-    StopRequest.install()  # first: a Ctrl-C from here on stops the recording cleanly
+    previous = StopRequest.install()  # first: a Ctrl-C from here on stops the recording cleanly
+    click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
     from mitmproxy.proxy.mode_specs import ProxyMode
     from mitmproxy.tools import cmdline
     from mitmproxy.tools.main import run

@@ -25,8 +25,10 @@ class StopRequest:
     requested = False
 
     @classmethod
-    def install(cls) -> None:
-        signal.signal(signal.SIGINT, cls._remember)
+    def install(cls) -> Any:
+        """Remember SIGINT from now on; the handler it replaces (put back by the caller)."""
+        cls.requested = False
+        return signal.signal(signal.SIGINT, cls._remember)
 
     @classmethod
     def _remember(cls, signum: int, frame: Any) -> None:
