@@ -33,7 +33,7 @@ from convtap.store.database import (
     open_readonly,
 )
 from convtap.store.rows import EventRow, MessageRow
-from convtap.store.schema import MIGRATIONS
+from convtap.store.schema import MIGRATIONS, SCHEMA_VERSION
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.turn import message_text
 from hypothesis import given, settings
@@ -284,7 +284,7 @@ def test_a_schema_4_capture_is_read_as_it_is_and_migrated_in_place(tmp_path: Pat
 
     migrated = connect(path, create=False)
     assert migrated.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-        "5",
+        str(SCHEMA_VERSION),
     )
     assert reads(path, migrated) == expected
     stored_as = migrated.execute("SELECT seq, data IS NULL FROM events ORDER BY seq").fetchall()

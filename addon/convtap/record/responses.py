@@ -22,6 +22,7 @@ from convtap.record.output import Output
 from convtap.redact.stream import StreamRedaction
 from convtap.store.database import SOCKET_TURN
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
+from convtap.telemetry.cost import usage_row
 from convtap.wire.bounded import Bounded
 from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import loads_or_none
@@ -134,8 +135,11 @@ class ResponsesSide:
         return truncated
 
     def _calls(self, flow_id: str, response: ResponseSummary, at: float) -> None:
-        """A response is over: its client calls are recorded, printed and audited."""
+        """A response is over: its client calls are recorded, printed and audited; what it
+        used and cost too."""
         out = self.out
+        if (usage := usage_row(flow_id, response, at)) is not None:
+            out.put(usage)
         calls = response.tool_calls()
         for call in calls:
             call_id = call["call_id"] or call["item_id"]

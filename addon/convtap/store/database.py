@@ -680,6 +680,7 @@ DERIVED = (
     "tool_returns",
     "conversation_nodes",
     "findings",
+    "usage",
 )
 
 
