@@ -372,11 +372,13 @@ def _event_compressed(values: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | 
 
 
 def _migrate_to_6(db: sqlite_utils.Database) -> None:
-    """What each Responses API answer used and cost (`usage`). A capture made before has none
-    until `convtap reprocess` decodes it again."""
+    """What each Responses API answer used and cost (`usage`; a capture made before has none
+    until `convtap reprocess` decodes it again), and the findings indexed by flow."""
     columns, pk = TABLES["usage"]
     db["usage"].create(columns, pk=pk, if_not_exists=True)  # type: ignore[union-attr]
     db["usage"].create_index(["response_id"], if_not_exists=True)  # type: ignore[union-attr]
+    if db["findings"].exists():  # the traces read a flow's findings
+        db["findings"].create_index(["flow_id"], if_not_exists=True)  # type: ignore[union-attr]
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [

@@ -1,0 +1,59 @@
+"""`convtap export --format otlp` and `--otlp-endpoint`: a capture's traces (see
+`convtap.telemetry.spans`) as an OTLP/JSON file, or sent to an OTLP/HTTP receiver.
+
+The capture is read read-only, its spans built and written or sent a batch at a time; a file
+appears only once it is whole (`convtap.export.files`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import sqlite_utils
+
+from convtap.export.files import is_part_of, write_output
+from convtap.store.database import StoreError, open_readonly
+from convtap.telemetry.otlp import Sender, write_json
+from convtap.telemetry.spans import capture_spans
+
+T = TypeVar("T")
+SEND_TIMEOUT = 10.0  # seconds a batch may take, retries included
+
+
+def write_traces(db_path: Path, output: Path | None, *, content: bool = False) -> int:
+    """The capture's spans as OTLP/JSON into `output` (stdout when None); how many."""
+    if output is not None and is_part_of(output, db_path):
+        raise StoreError(f"{output} is the capture itself: choose another file")
+
+    def write(db: sqlite_utils.Database) -> int:
+        spans = capture_spans(db, content=content)
+        if output is None:
+            return write_json(spans, sys.stdout)
+        return write_output(output, lambda handle: write_json(spans, handle))
+
+    return _reading(db_path, write)
+
+
+def send_traces(db_path: Path, url: str, *, content: bool = False) -> Sender:
+    """The capture's spans to the OTLP/HTTP endpoint `url`: the sender, which counts what went
+    (`sent`) and what did not (`lost`, and why: `reason`)."""
+    sender = Sender(url, SEND_TIMEOUT)
+    try:
+        _reading(db_path, lambda db: sender.send(capture_spans(db, content=content)))
+    finally:
+        sender.close()
+    return sender
+
+
+def _reading(db_path: Path, work: Callable[[sqlite_utils.Database], T]) -> T:
+    db = open_readonly(db_path)
+    try:
+        return work(db)
+    except sqlite3.DatabaseError as exc:  # a damaged page: nothing is written
+        raise StoreError(f"{db_path} cannot be read: {exc}") from exc
+    finally:
+        db.conn.close()
