@@ -120,7 +120,7 @@ class Sender:
         return ok
 
     def close(self) -> None:
-        self.exporter.shutdown()
+        self.exporter.shutdown()  # type: ignore[no-untyped-call]
 
 
 class _Said(logging.Handler):
