@@ -174,3 +174,9 @@ def turn_messages(capture: sqlite_utils.Database, turn_id: str) -> list[dict[str
     sql = """SELECT role, recipient, text FROM messages WHERE turn_id = ?
         ORDER BY first_seen_at, rowid"""
     return list(capture.query(sql, [turn_id]))
+
+
+def data_version(capture: sqlite_utils.Database) -> int:
+    """A number that changes when another connection commits into the capture (no table is
+    read: SQLite's `PRAGMA data_version`)."""
+    return int(capture.execute("PRAGMA data_version").fetchone()[0])
