@@ -201,15 +201,20 @@ def calls(db: Path, fmt: str, wide: bool) -> None:
     Example:
       convtap calls --db captures/capture.db
     """
+    from convtap.export.traces import ledger_usage
     from convtap.ingest.capture import ledger
     from convtap.store.database import StoreError
+    from convtap.telemetry.cost import answer_usage
 
     try:
         rows = ledger(db)
+        usage = ledger_usage(db) if fmt == "json" else {}
     except StoreError as exc:
         fail(str(exc))
     say_unrecorded(db)
     if fmt == "json":
+        for row in rows:  # what the answer that made the call used and cost
+            row["answer_usage"] = answer_usage(usage.get(row["call_id"]))
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     click.echo(render_ledger(rows, wide=wide))

@@ -11,12 +11,13 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlite_utils
 
 from convtap.export.files import is_part_of, write_output
 from convtap.store.database import StoreError, open_readonly
+from convtap.store.trace_queries import call_usage
 from convtap.telemetry.otlp import Sender, write_json
 from convtap.telemetry.spans import capture_spans
 
@@ -57,3 +58,8 @@ def _reading(db_path: Path, work: Callable[[sqlite_utils.Database], T]) -> T:
         raise StoreError(f"{db_path} cannot be read: {exc}") from exc
     finally:
         db.conn.close()
+
+
+def ledger_usage(db_path: Path) -> dict[str, dict[str, Any]]:
+    """For each call of the capture, the usage row of the answer that made it."""
+    return _reading(db_path, call_usage)

@@ -48,7 +48,7 @@ SELECT f.id, 'responses', CASE f.source WHEN 'socket' THEN 'websocket' ELSE 'htt
     CASE f.source WHEN 'socket' THEN 1 ELSE json_extract(f.request_body, '$.stream') END,
     u.response_id, u.model, u.finish_reason, u.input_tokens, u.cached_tokens, u.output_tokens,
     u.reasoning_tokens, u.cost_usd, u.pricing
-FROM flows f LEFT JOIN usage u ON u.flow_id = f.id WHERE f.kind = 'responses'
+FROM flows f LEFT JOIN {{usage}} u ON u.flow_id = f.id WHERE f.kind = 'responses'
 ) WHERE ended_at IS NOT NULL AND (:since IS NULL OR ended_at >= :since)
 ORDER BY started_at, id"""
 
@@ -79,7 +79,7 @@ def model_turns(
     first_at (its first event), status, outcome, host, url, client, previous_response_id,
     stream, and from its usage: response_id, response_model, finish_reason, the four token
     counts, cost_usd and pricing (None where the answer reported none)."""
-    return capture.query(MODEL_TURNS, {"since": since})
+    return capture.query(MODEL_TURNS.format(usage=_usage(capture)), {"since": since})
 
 
 def answered_calls(
@@ -107,7 +107,7 @@ def flow_chain_link(capture: sqlite_utils.Database, flow_id: str) -> tuple[str |
     """A Responses request's server-side conversation and the flow of the response it
     continues (`previous_response_id`, when that response is in the capture)."""
     row = capture.execute(
-        f"""SELECT {CONVERSATION}, (SELECT u.flow_id FROM usage u
+        f"""SELECT {CONVERSATION}, (SELECT u.flow_id FROM {_usage(capture)} u
             WHERE u.response_id = json_extract(f.request_body, '$.previous_response_id'))
         FROM flows f WHERE f.id = ?""",
         [flow_id],
@@ -121,14 +121,17 @@ def turn_conversation(capture: sqlite_utils.Database, turn_id: str) -> str | Non
     return row[0] if row else None
 
 
-def flow_of_response(capture: sqlite_utils.Database, response_id: str) -> str | None:
-    """The flow whose answer has this response id."""
-    row = capture.execute("SELECT flow_id FROM usage WHERE response_id = ?", [response_id])
-    found = row.fetchone()
-    return found[0] if found else None
-
-
 # -- cost ------------------------------------------------------------------------------------
+
+# What stands for `usage` in a capture made before it (schema 6), read as it is: no rows.
+NO_USAGE = """(SELECT NULL AS flow_id, NULL AS response_id, NULL AS model, NULL AS service_tier,
+    NULL AS finish_reason, NULL AS input_tokens, NULL AS cached_tokens, NULL AS output_tokens,
+    NULL AS reasoning_tokens, NULL AS cost_usd, NULL AS pricing, NULL AS answered_at WHERE 0)"""
+
+
+def _usage(capture: sqlite_utils.Database) -> str:
+    return "usage" if capture["usage"].exists() else NO_USAGE
+
 
 USAGE_COLUMNS = """u.model, u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens,
     u.cost_usd, u.pricing"""
@@ -137,18 +140,8 @@ USAGE_COLUMNS = """u.model, u.input_tokens, u.cached_tokens, u.output_tokens, u.
 def call_usage(capture: sqlite_utils.Database) -> dict[str, dict[str, Any]]:
     """For each call, the usage and cost of the answer that made it (Responses API calls)."""
     sql = f"""SELECT c.call_id, {USAGE_COLUMNS} FROM tool_calls c
-        JOIN usage u ON u.flow_id = c.turn_id"""
+        JOIN {_usage(capture)} u ON u.flow_id = c.turn_id"""
     return {row.pop("call_id"): row for row in capture.query(sql)}
-
-
-def usage_rows(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """Every answer's usage in the order answered: flow_id, response_id, the flow's request's
-    `previous_response_id` and server-side conversation, and the usage columns."""
-    sql = f"""SELECT u.flow_id, u.response_id,
-        json_extract(f.request_body, '$.previous_response_id') AS previous_response_id,
-        {CONVERSATION} AS conversation, u.answered_at, {USAGE_COLUMNS}
-        FROM usage u LEFT JOIN flows f ON f.id = u.flow_id ORDER BY u.answered_at, u.flow_id"""
-    return capture.query(sql)
 
 
 # -- content (`--otel-content`) --------------------------------------------------------------

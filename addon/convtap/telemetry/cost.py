@@ -142,3 +142,20 @@ def usage_row(flow_id: str, response: ResponseSummary, at: float) -> UsageRow | 
         reasoning_tokens=tokens.reasoning, cost_usd=cost.usd, pricing=cost.pricing,
         answered_at=at,
     )  # fmt: skip
+
+
+def answer_usage(row: dict[str, Any] | None) -> dict[str, Any]:
+    """`convtap calls --format json`'s `answer_usage` of a call: the model, tokens and cost of
+    the answer that made it (cost "unknown" where it was not priced, or reported no usage, as
+    f/conversation answers never do)."""
+    row = row or {}
+    cost = row.get("cost_usd")
+    return {
+        "model": row.get("model"),
+        "input_tokens": row.get("input_tokens"),
+        "cached_tokens": row.get("cached_tokens"),
+        "output_tokens": row.get("output_tokens"),
+        "reasoning_tokens": row.get("reasoning_tokens"),
+        "cost_usd": UNKNOWN if cost is None else cost,
+        "pricing": row.get("pricing") or "unknown: no usage reported",
+    }
