@@ -12,13 +12,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import sqlite_utils
 
+from convtap.contract.formats import Place, PlaceOf
+from convtap.contract.registry import Finding
 from convtap.export.files import is_part_of, write_output
 from convtap.store.database import StoreError, open_readonly
 from convtap.store.trace_queries import call_usage
 from convtap.telemetry.otlp import Sender, write_json
+from convtap.telemetry.places import places
 from convtap.telemetry.spans import capture_spans
 
 T = TypeVar("T")
@@ -63,3 +67,24 @@ def _reading(db_path: Path, work: Callable[[sqlite_utils.Database], T]) -> T:
 def ledger_usage(db_path: Path) -> dict[str, dict[str, Any]]:
     """For each call of the capture, the usage row of the answer that made it."""
     return _reading(db_path, call_usage)
+
+
+def finding_places(db_path: Path) -> PlaceOf:
+    """Where each finding of the capture happened, in words that hold from run to run: its
+    call's place, else its request's (`convtap.telemetry.places`)."""
+    known = _reading(db_path, places)
+
+    def place_of(finding: Finding) -> Place | None:
+        if finding.call_id and finding.call_id in known.calls:
+            return known.calls[finding.call_id]
+        return known.flows.get(finding.flow_id or "")
+
+    return place_of
+
+
+def sarif_uri(db_path: Path, root: Path) -> str:
+    """The capture's path relative to `root`, as a URI reference (GitHub refuses an absolute
+    one); its file's name alone when it lies outside `root`."""
+    target, base = db_path.resolve(), root.resolve()
+    relative = target.relative_to(base) if target.is_relative_to(base) else Path(target.name)
+    return quote(relative.as_posix())

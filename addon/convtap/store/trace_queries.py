@@ -173,3 +173,10 @@ def data_version(capture: sqlite_utils.Database) -> int:
     """A number that changes when another connection commits into the capture (no table is
     read: SQLite's `PRAGMA data_version`)."""
     return int(capture.execute("PRAGMA data_version").fetchone()[0])
+
+
+def every_call(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+    """Every call in the order made: call_id, protocol, tool, namespace, recipient, turn_id."""
+    sql = """SELECT call_id, protocol, tool, namespace, recipient, turn_id FROM tool_calls
+        ORDER BY called_at, rowid"""
+    return capture.query(sql)

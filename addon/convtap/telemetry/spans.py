@@ -53,6 +53,8 @@ from convtap.wire.responses import qualified_name
 
 NS = 1_000_000_000
 MEMO = 100_000  # flows whose trace is remembered (past it, asked of the capture again)
+# The calls' tables name f/conversation so; the spans as the turns' do.
+PROTOCOLS = {"f-conversation": "f/conversation"}
 MAX_FINDINGS = 128  # events on one span (the SDK's own default limit)
 
 
@@ -193,6 +195,7 @@ def tool_span(
     row: dict[str, Any], trace: str, findings: list[dict[str, Any]], content: dict[str, str]
 ) -> ReadableSpan:
     """The `execute_tool` span of an `answered_calls` row."""
+    protocol = PROTOCOLS.get(row["protocol"], row["protocol"])
     tool = row["tool"]
     if row["protocol"] == "responses":
         tool = qualified_name(row["namespace"], row["tool"]) or row["tool"]
@@ -202,7 +205,7 @@ def tool_span(
         "gen_ai.tool.call.id": row["call_id"],
         # run by the client: the conventions' "function" (an "extension" runs agent-side)
         "gen_ai.tool.type": "function",
-        "convtap.protocol": row["protocol"],
+        "convtap.protocol": protocol,
         "convtap.call.kind": row["kind"],
         "convtap.call.type": row["recipient"] if row["protocol"] == "responses" else None,
         "convtap.flow.id": row["return_flow_id"],
@@ -273,6 +276,6 @@ def capture_spans(
     for row in answered_calls(capture, since):
         if skip(f"call {row['call_id']}"):
             continue
-        trace = traces.of_flow(row["protocol"], row["turn_id"])
+        trace = traces.of_flow(PROTOCOLS.get(row["protocol"], row["protocol"]), row["turn_id"])
         extra = message_content.of_call(row) if content else {}
         yield tool_span(row, trace, findings_of_call(capture, row["call_id"]), extra)
