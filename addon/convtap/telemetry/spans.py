@@ -26,6 +26,7 @@ stores: redacted (`convtap.telemetry.content`).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import metadata
@@ -33,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import sqlite_utils
+from opentelemetry.sdk.environment_variables import OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -68,10 +70,14 @@ def _version() -> str:
 SCOPE = InstrumentationScope("convtap", _version())
 
 
-@cache
 def resource() -> Resource:
     """`service.name` convtap (OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES add to it, as
-    in any OpenTelemetry SDK): one per process, so that every span shares it."""
+    in any OpenTelemetry SDK): one while they stay the same, so that every span shares it."""
+    return _resource(os.environ.get(OTEL_RESOURCE_ATTRIBUTES), os.environ.get(OTEL_SERVICE_NAME))
+
+
+@cache
+def _resource(attributes: str | None, service: str | None) -> Resource:
     return Resource.create({"service.name": "convtap", "service.version": _version()})
 
 
