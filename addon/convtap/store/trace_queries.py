@@ -180,3 +180,28 @@ def every_call(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
     sql = """SELECT call_id, protocol, tool, namespace, recipient, turn_id FROM tool_calls
         ORDER BY called_at, rowid"""
     return capture.query(sql)
+
+
+def answer_count(capture: sqlite_utils.Database) -> int:
+    """How many answers reported their usage."""
+    return int(capture.execute(f"SELECT count(*) FROM {_usage(capture)}").fetchone()[0])
+
+
+def answer_costs(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+    """Each answer's usage and cost in the order answered: flow_id, answered_at, the usage
+    columns (model, four token counts, cost_usd, pricing)."""
+    sql = f"""SELECT u.flow_id, u.answered_at, {USAGE_COLUMNS} FROM {_usage(capture)} u
+        ORDER BY u.answered_at, u.flow_id"""
+    return capture.query(sql)
+
+
+def capture_cost(capture: sqlite_utils.Database) -> dict[str, Any]:
+    """The whole capture's: answers, priced (how many have a cost), the four token sums and
+    cost_usd (the sum of the priced ones)."""
+    sql = f"""SELECT count(*) AS answers, count(cost_usd) AS priced,
+        coalesce(sum(input_tokens), 0) AS input_tokens,
+        coalesce(sum(cached_tokens), 0) AS cached_tokens,
+        coalesce(sum(output_tokens), 0) AS output_tokens,
+        coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens,
+        coalesce(sum(cost_usd), 0) AS cost_usd FROM {_usage(capture)}"""
+    return dict(next(iter(capture.query(sql))))
