@@ -121,6 +121,8 @@ class Sender:
 
     def close(self) -> None:
         self.exporter.shutdown()  # type: ignore[no-untyped-call]
+        for name in EXPORTER_LOGGERS:
+            logging.getLogger(name).removeHandler(self._said)
 
 
 class _Said(logging.Handler):
