@@ -96,7 +96,7 @@ class ResponsesSide:
                 body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
                 returned_at=at,
             ))  # fmt: skip
-            out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
+            out.say(f"output  {item.get('type')}  call_id {item.get('call_id') or '-'}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
@@ -141,6 +141,8 @@ class ResponsesSide:
         if (usage := usage_row(flow_id, response, at)) is not None:
             out.put(usage)
         calls = response.tool_calls()
+        if response.response_id is not None:  # which response answered: the chain runs through it
+            out.put(FlowRow(flow_id, conversation_id=response.response_id))
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
@@ -153,8 +155,8 @@ class ResponsesSide:
                 called_at=at, item_id=call["item_id"], namespace=call["namespace"],
             ))  # fmt: skip
             name = qualified_name(call["namespace"], call["name"]) or "-"
-            out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
-                    f"item {call['item_id']}")  # fmt: skip
+            out.say(f"call    {call['type']}  {name}  call_id {call['call_id'] or '-'}  "
+                    f"item {call['item_id'] or '-'}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
 
     # -- WebSocket mode ----------------------------------------------------------------------
@@ -194,8 +196,13 @@ class ResponsesSide:
         self.out.raw(socket.flow_id, at, "ws:client", 1, self.out.redact.text(text))
         if kind == "response.create":  # a request: the fields of a POST body
             turn = socket.turn()
+            streaming, waiting = socket.streaming.get(lane), socket.waiting.get(lane)
+            busy = streaming[0] if streaming is not None else (waiting[-1] if waiting else None)
             socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
             self._turn(socket, turn, at, event)
+            previous = event.get("previous_response_id")
+            previous = previous if isinstance(previous, str) else None
+            self.out.report(self.out.auditor.responses.socket_create(turn, previous, lane, busy))
             self.request(turn, event, at)
 
     def _server_frame(
@@ -228,12 +235,13 @@ class ResponsesSide:
             self._socket_turn_over(socket, lane, 200, ENDS[kind], at)
         elif kind == "error":
             status = event.get("status") if isinstance(event.get("status"), int) else None
-            if streaming is not None:
-                self._socket_turn_over(socket, lane, status, "error", at, event)
-            elif socket.waiting.get(lane):  # the create was refused
-                turn = socket.waiting[lane].popleft()
+            waiting = socket.waiting.get(lane)
+            if waiting:  # a create was refused: while one streams, the newest (refused at once)
+                turn = waiting.pop() if streaming is not None else waiting.popleft()
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
+            elif streaming is not None:
+                self._socket_turn_over(socket, lane, status, "error", at, event)
 
     def _steering(self, event: dict[str, Any], kind: str) -> None:
         """Mid-turn steering: the client's `response.steer` and the server's answer to it."""

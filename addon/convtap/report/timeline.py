@@ -148,6 +148,12 @@ class Call:
     def flagged(self) -> bool:
         return bool(self.findings) or any(ret.findings for ret in self.returns)
 
+    @property
+    def server_run(self) -> bool:
+        """A tool the server runs inside the stream (`web.run`, `python`, an app's function):
+        no return is owed by the client (docs/protocol.md, "Local tool calls")."""
+        return self.protocol != "responses" and self.kind not in (None, "local")
+
 
 @dataclass(frozen=True)
 class Item:

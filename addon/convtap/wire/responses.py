@@ -332,6 +332,8 @@ def qualified_name(namespace: object, name: object) -> str | None:
     """A tool as a Responses client names it: `namespace.name` for a function of a namespace
     tool (`crm.lookup`), else its name; None when it has neither. Any JSON value is taken."""
     parts = [str(part) for part in (namespace, name) if part not in (None, "")]
+    if len(parts) == 2 and parts[0] == parts[1]:  # a deferred function named as its namespace
+        return parts[1]
     return ".".join(parts) or None
 
 
