@@ -296,7 +296,7 @@ def _responses(
         if head.lstrip().startswith(b"{"):  # a whole JSON response (not streamed)
             spool(decoder.whole(head + handle.read()))
             continue
-        stream = ResponsesStream(decoder, collect=False)
+        stream = ResponsesStream(decoder)
         spool(stream.feed(head).events)
         for piece in pieces(handle):
             spool(stream.feed(piece).events)

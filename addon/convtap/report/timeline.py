@@ -215,7 +215,7 @@ def _exchange(capture: sqlite_utils.Database, step_id: str) -> list[str]:
     request, answer, events = queries.step_exchange(capture, step_id)
     body = loads_or_none(request) if request else None
     lines = request_lines(body) if isinstance(body, dict) else []
-    stream = ResponsesStream(collect=False)
+    stream = ResponsesStream()
     for text in events:
         stream.feed(text.encode("utf-8", "surrogatepass"))
     parsed = loads_or_none(answer) if answer else None
