@@ -21,10 +21,13 @@ import sys
 
 from convtap.journal.backend import DISK_FULL, READY, REFUSED
 from convtap.record.queued_output import QueuedOutput
-from convtap.store.database import StoreError, StoreFull, Writer
+from convtap.store.database import StoreError, StoreFull, Writer, reader_beside
 from convtap.wire.jsonvalue import allow_deep_json
 
 NICE = 10  # the recorder process's priority below the proxy's (bench/proxy_bench.py)
+# `record --otlp-endpoint` sets it (`telemetry.live.ENDPOINT`): the OpenTelemetry SDK takes a
+# quarter of a second to load, so it loads only then.
+OTLP_ENDPOINT = "CONVTAP_OTLP_ENDPOINT"
 
 
 def _stdin_closed(timeout: float) -> bool:
@@ -83,10 +86,17 @@ def main(argv: list[str] | None = None) -> int:
 
         consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo,
                                    writer=writer)  # fmt: skip
+        traces = None
+        if os.environ.get(OTLP_ENDPOINT):  # each turn's spans, from a thread that only reads
+            from convtap.telemetry.live import from_environment
+
+            traces = from_environment(lambda: reader_beside(consumer.writer))
         try:
             consumer.run(_stdin_closed)
         finally:
             consumer.close()
+            if traces is not None:
+                traces.close()
     except StoreFull as exc:  # the journal keeps what it can; a restart records it
         print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
         return DISK_FULL

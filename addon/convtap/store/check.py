@@ -21,7 +21,7 @@ import orjson
 
 from convtap.store.errors import DamagedCapture
 from convtap.store.rows import ROW_TYPES, Row
-from convtap.store.schema import SCHEMA_VERSION, TABLES
+from convtap.store.schema import ADDED_IN, SCHEMA_VERSION, TABLES
 
 # SQLite's storage classes each column's values may have (`typeof`); a float column holds an
 # integral value as an integer when it was written as one.
@@ -49,12 +49,14 @@ def check_capture(conn: sqlite3.Connection, path: Path, version: int) -> None:
     conn.create_function(PAIRS, 1, header_pairs, deterministic=True)
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     for table in TABLES:
-        if table not in names:
+        if table not in names and version >= ADDED_IN.get(table, 1):
             raise DamagedCapture(f"{path} is not as convtap left it: it has no table {table}")
     for view in VIEWS:
         if view not in names:
             raise DamagedCapture(f"{path} is not as convtap left it: it has no view {view}")
     for table, (columns, _) in TABLES.items():
+        if table not in names:
+            continue  # (one a later schema added)
         present = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
         for column in columns:
             if column not in present and version >= SCHEMA_VERSION:
