@@ -8,6 +8,7 @@ on the damages the issue found and on a sample of the rest."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -90,12 +91,28 @@ FOUND = [
 COMMANDS = ["calls", "audit", "report", "export", "reprocess", "import", "diff", "shapes"]
 
 
+def with_usage(folder: Path) -> Path:
+    """A Responses API session whose answer reports its usage (a `usage` row)."""
+    har = json.loads((RULES / "responses-output-call-id" / "pass.har").read_text())
+    content = har["log"]["entries"][0]["response"]["content"]
+    usage = {"input_tokens": 200, "input_tokens_details": {"cached_tokens": 150},
+             "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 5}}  # fmt: skip
+    content["text"] = content["text"].replace(
+        '"status": "completed", "output"',
+        f'"status": "completed", "model": "gpt-5.1", "usage": {json.dumps(usage)}, "output"',
+    )
+    path = folder / "usage.har"
+    path.write_text(json.dumps(har))
+    return path
+
+
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Both protocols' examples, every rule's failing one, audited: a row in every table."""
-    db = tmp_path_factory.mktemp("capture") / "capture.db"
-    assert convtap("import", *map(str, sorted(RULES.glob("*/fail.har"))), "--db",
-                   str(db)).returncode == 0  # fmt: skip
+    folder = tmp_path_factory.mktemp("capture")
+    db = folder / "capture.db"
+    hars = [*sorted(RULES.glob("*/fail.har")), with_usage(folder)]
+    assert convtap("import", *map(str, hars), "--db", str(db)).returncode == 0
     with closing(sqlite3.connect(db)) as conn:
         empty = [t for t in TABLES if not conn.execute(f'SELECT 1 FROM "{t}"').fetchone()]
     assert empty == []
