@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-default-apps"]  # fmt: skip
 PWNED = "<script>window.__convtapPwned = 1</script>"
+SCRIPTS_THAT_RUN = "[...document.scripts].filter((s) => !s.type).length"  # not the data
 TIMEOUT = 60.0
 
 
@@ -188,16 +190,47 @@ def findings_shown(browser: Chromium) -> list[dict[str, Any]]:
     )
 
 
+ROWS_DRAWN = """[...document.querySelectorAll('#slice > .row')].map((row) => ({
+    key: row.dataset.key, conv: row.dataset.conv ?? null, text: row.innerText,
+    calls: [...row.querySelectorAll('.call[id^="call-"]')].map((el) => el.id),
+    orphans: row.querySelectorAll('.orphan').length,
+    messages: [...row.querySelectorAll('.msg > .head code')].map((el) => el.textContent),
+    findings: [...row.querySelectorAll('.finding')].filter((el) => el.checkVisibility())
+        .map((el) => el.dataset.rule)}))"""
+
+
+def every_row(browser: Chromium) -> dict[str, dict[str, Any]]:
+    """Every row the list draws, scrolled through from its top to its end, as a person would:
+    only the rows in view are drawn at any time. By the row's key (what it draws)."""
+    seen: dict[str, dict[str, Any]] = {}
+    top = browser.evaluate("document.getElementById('rows').getBoundingClientRect().top + scrollY")
+    y = top
+    while True:
+        browser.evaluate(f"window.scrollTo(0, {y})")
+        settled = None
+        for _ in range(100):  # until what is drawn stops changing (measured, placed)
+            time.sleep(0.03)
+            drawn = browser.evaluate(ROWS_DRAWN)
+            if drawn == settled:
+                break
+            settled = drawn
+        for row in settled or []:
+            seen[row["key"]] = row
+        end = browser.evaluate("document.getElementById('rows').getBoundingClientRect().bottom")
+        if end <= browser.evaluate("window.innerHeight") + 1:
+            return seen
+        y = browser.evaluate("scrollY") + browser.evaluate("window.innerHeight") * 0.8
+
+
 def test_what_a_person_sees(browser: Chromium, report: tuple[Path, Path]) -> None:
     db, page = report
     browser.open(page.as_uri())
-    text = browser.evaluate("document.body.innerText")
-    for (call_id,) in rows(db, "SELECT call_id FROM tool_calls"):
-        assert call_id in text
+    drawn = every_row(browser)
+    calls = sorted(c for row in drawn.values() for c in row["calls"])
+    assert calls == sorted(f"call-{c}" for (c,) in rows(db, "SELECT call_id FROM tool_calls"))
     expected = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
-    shown = findings_shown(browser)
-    assert Counter(f["rule"] for f in shown) == expected
-    assert all(f["visible"] for f in shown)
+    assert Counter(r for row in drawn.values() for r in row["findings"]) == expected
+    text = "\n".join(row["text"] for row in drawn.values())
     for rule in expected:
         assert rule in text
 
@@ -208,7 +241,7 @@ def test_a_script_in_a_message_is_shown_and_never_runs(
     browser.open(report[1].as_uri())
     assert PWNED in browser.evaluate("document.body.innerText")
     assert browser.evaluate("typeof window.__convtapPwned") == "undefined"
-    assert browser.evaluate("document.scripts.length") == 1
+    assert browser.evaluate(SCRIPTS_THAT_RUN) == 1
 
 
 def test_the_rule_filter_from_the_url_fragment(
@@ -219,7 +252,7 @@ def test_the_rule_filter_from_the_url_fragment(
     shown = findings_shown(browser)
     assert [f for f in shown if f["rule"] == "return-recipient" and f["visible"]]
     others = [f for f in shown if f["rule"] != "return-recipient"]
-    assert others and all(f["hidden"] and not f["visible"] for f in others)
+    assert all(f["hidden"] and not f["visible"] for f in others)
     assert browser.evaluate("document.querySelector('[name=rule]').value") == "return-recipient"
     calls = browser.evaluate(
         "[...document.querySelectorAll('.call')].map((el) => [el.id, el.checkVisibility()])"
