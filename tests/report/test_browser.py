@@ -21,9 +21,10 @@ from types import TracebackType
 from typing import Any
 
 import pytest
+from convtap.ingest.capture import import_into
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from tests.report.test_report import build_capture, rows
+from tests.report.test_report import RULES, build_capture, fresh_ids, rows
 from tests.runner import convtap
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -323,3 +324,83 @@ def test_the_charts_render_with_their_bars(browser: Chromium, tmp_path: Path) ->
     for c in drawn[:2]:  # every request took time; every Responses answer used tokens
         assert all(area > 0 for area in c["bars"]), c
     assert [len(c["bars"]) for c in drawn][:2] == [8, 4]
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A capture of 60 conversations (the example session again and again, each with ids of its
+    own, one in three with a faulty return), and the Responses API's example; audited."""
+    folder = tmp_path_factory.mktemp("many")
+    entries = []
+    for n in range(60):
+        name = "return-recipient" if n % 3 == 0 else "prepare-missing"
+        entries += json.loads(fresh_ids((RULES / name / "fail.har").read_text()))["log"]["entries"]
+    har = folder / "many.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": entries,
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = folder / "capture.db"
+    results = import_into(db, [har, RULES / "responses-output-call-id" / "fail.har"])
+    assert not any(r.error for r in results)
+    assert convtap("audit", "--db", str(db)).returncode == 1
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    return db, Path(ran.stdout.strip())
+
+
+def test_every_call_return_finding_and_conversation_is_drawn_through_the_list(
+    browser: Chromium, many: tuple[Path, Path]
+) -> None:
+    db, page = many
+    browser.open(page.as_uri())
+    drawn_at_once = browser.evaluate("document.querySelectorAll('#slice > .row').length")
+    drawn = every_row(browser)
+    assert drawn_at_once < len(drawn) / 4  # only what is in view is drawn
+    convs = sorted({c for (c,) in rows(db, "SELECT conversation_id FROM tool_calls")})
+    assert sorted(row["conv"] for row in drawn.values() if row["conv"] is not None) == convs
+    calls = sorted(f"call-{c}" for (c,) in rows(db, "SELECT call_id FROM tool_calls"))
+    assert sorted(c for row in drawn.values() for c in row["calls"]) == calls
+    orphans = rows(db, "SELECT count(*) FROM tool_returns WHERE call_id IS NULL")[0][0]
+    assert sum(row["orphans"] for row in drawn.values()) == orphans > 0
+    returns = [r for (r,) in rows(db, "SELECT coalesce(message_id, id) FROM tool_returns")]
+    text = "\n".join(row["text"] for row in drawn.values())
+    assert [r for r in returns if f"return {r}" not in text] == []
+    messages = sorted(m for (m,) in rows(db, "SELECT id FROM messages WHERE id NOT IN "
+                                            "(SELECT call_id FROM tool_calls)"))  # fmt: skip
+    assert sorted(m for row in drawn.values() for m in row["messages"]) == messages
+    findings = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
+    assert Counter(r for row in drawn.values() for r in row["findings"]) == findings
+
+
+def test_a_filter_finds_what_is_not_drawn_yet(browser: Chromium, many: tuple[Path, Path]) -> None:
+    db, page = many
+    browser.open("about:blank")
+    browser.open(page.as_uri())
+    (last,) = rows(db, "SELECT call_id FROM tool_calls WHERE protocol = 'f-conversation' "
+                       "ORDER BY called_at DESC LIMIT 1")[0]  # fmt: skip
+    assert browser.evaluate(f"document.getElementById('call-{last}')") is None  # far below
+    browser.evaluate(f"window.convtapFilter({{q: {json.dumps(last)}}})")
+    assert browser.evaluate(f"document.getElementById('call-{last}') !== null")
+    browser.evaluate("window.convtapFilter({rule: 'return-recipient'})")
+    expected = rows(db, "SELECT count(*) FROM findings WHERE rule = 'return-recipient'")[0][0]
+    counter = browser.evaluate("document.getElementById('shown').textContent")
+    assert counter.endswith(f", {expected} findings"), counter
+    drawn = every_row(browser)
+    assert Counter(r for row in drawn.values() for r in row["findings"]) == {
+        "return-recipient": expected
+    }
+    browser.evaluate("window.convtapFilter({})")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, [], {"a": {}, "b": [], "c": [1, {"d": None}], "é": 'ü\n"<'}, [[[]]], "x", 1.5, None,
+     {"1": 1, "0": [True, False], "k": "\u202e"}],
+)  # fmt: skip
+def test_json_is_indented_as_json_dumps_does(
+    browser: Chromium, report: tuple[Path, Path], value: Any
+) -> None:
+    browser.open(report[1].as_uri())
+    text = json.dumps(value)
+    indented = browser.evaluate(f"window.convtap.pretty({json.dumps(text)})")
+    assert indented == json.dumps(value, ensure_ascii=False, indent=2)
+    assert browser.evaluate("window.convtap.pretty('not json')") == "not json"

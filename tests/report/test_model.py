@@ -4,9 +4,7 @@ what changed (counted), however many steps the capture holds."""
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
-import uuid
 from pathlib import Path
 
 from convtap.ingest.capture import import_into
@@ -14,18 +12,15 @@ from convtap.report.model import HISTORY, LiveModel
 from convtap.report.page import write_report
 from convtap.report.parts import FIXED, SUMMARY, LiveCapture, LivePage
 
-from tests.report.test_report import RULES, Page, build_capture
+from tests.report.test_report import RULES, Page, build_capture, fresh_ids
 from tests.runner import convtap
-
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def another_session(folder: Path) -> Path:
     """The example session with ids of its own: a conversation of its own, its own turns."""
-    text = (RULES / "return-recipient" / "pass.har").read_text()
-    fresh: dict[str, str] = {}
-    text = UUID.sub(lambda m: fresh.setdefault(m[0], str(uuid.uuid4())), text)
-    (folder / "another.har").write_text(text)
+    (folder / "another.har").write_text(
+        fresh_ids((RULES / "return-recipient" / "pass.har").read_text())
+    )
     return folder / "another.har"
 
 
@@ -62,7 +57,7 @@ def test_a_reading_sends_only_the_steps_that_changed(tmp_path: Path) -> None:
 
     assert not any(r.error for r in import_into(db, [another_session(tmp_path)]))
     assert capture.changed()
-    reading = live.read(capture.capture, whole=capture.reopened())
+    reading = live.read(capture.capture, reopened=capture.reopened())
     after = {(s["c"], s["s"]) for s in Page(live.whole(capture.capture, first)).steps}
     assert reading.changed == after - set(before) and len(reading.changed) == 2  # its turns
     second = live.parts(capture.capture)
@@ -78,7 +73,7 @@ def test_a_reading_sends_only_the_steps_that_changed(tmp_path: Path) -> None:
         conn.execute("UPDATE flows SET status = 599 WHERE id = ?", [sorted(reading.changed)[0][1]])
     conn.close()
     assert capture.changed()
-    again = live.read(capture.capture, whole=capture.reopened())
+    again = live.read(capture.capture, reopened=capture.reopened())
     assert again.changed == {sorted(reading.changed)[0]} and not again.gone
     message = live.update(reading.version, seen, second)
     assert message is not None and len(steps_of(message[1])) == 1
@@ -108,10 +103,10 @@ def test_findings_rewritten_by_an_audit_are_read_again(tmp_path: Path) -> None:
         conn.execute("DELETE FROM findings WHERE rule = 'return-recipient'")
     conn.close()
     assert capture.changed()
-    reading = live.read(capture.capture, whole=capture.reopened())
+    reading = live.read(capture.capture, reopened=capture.reopened())
     assert len(reading.changed) == 1 and not reading.gone  # the step that showed them
     assert convtap("audit", "--db", str(db)).returncode == 1  # all of them written again
     assert capture.changed()
-    reading = live.read(capture.capture, whole=capture.reopened())
+    reading = live.read(capture.capture, reopened=capture.reopened())
     assert len(reading.changed) == 1  # the same step: the others' findings are as they were
     capture.close()

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import uuid
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -42,6 +43,16 @@ def build_capture(folder: Path, user_text: str) -> Path:
     assert not any(r.error for r in results), results
     assert convtap("audit", "--db", str(db)).returncode == 1
     return db
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def fresh_ids(text: str) -> str:
+    """`text` with each id (a UUID) replaced by one of its own, the same throughout: a session
+    again, that shares nothing with the first."""
+    fresh: dict[str, str] = {}
+    return UUID.sub(lambda m: fresh.setdefault(m[0], str(uuid.uuid4())), text)
 
 
 def rows(db: Path, sql: str) -> list[Any]:

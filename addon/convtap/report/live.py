@@ -89,11 +89,10 @@ class Live:
         self.rest_until = 2 * time.monotonic() - started
 
     def _read(self) -> bool:
-        reopened = self.capture.reopened()
-        changed = reopened or self.capture.changed()
+        changed = self.capture.changed()
         renewed = False
         if changed:
-            reading = self.page.read(self.capture.capture, whole=reopened)
+            reading = self.page.read(self.capture.capture, reopened=self.capture.reopened())
             renewed = bool(reading.changed or reading.gone)
             self.parts_stale = self.parts_stale or renewed
         if self.parts_stale and time.monotonic() >= self.parts_due:

@@ -156,16 +156,17 @@ class LiveModel:
         self.tracker.reset(capture)
         return self._apply(dict(all_steps(capture)), set(self.where))
 
-    def update(self, capture: sqlite_utils.Database) -> Reading:
-        """Read what changed since the last reading (everything, when the capture was rewritten)."""
-        added = {table: self.tracker.last[table] for table in queries.WATCHED}
+    def update(self, capture: sqlite_utils.Database, *, reopened: bool = False) -> Reading:
+        """Read what changed since the last reading (everything, when the capture was
+        rewritten). `reopened`: the connection is new, its shadow indexes are made again."""
+        added = dict(self.tracker.last)
         rows = self.tracker.read(capture)
         if rows is None:
             return self.whole(capture)
-        queries.extend_shadow_indexes(capture, {"messages": added["messages"],
-                                                "tool_calls": added["tool_calls"],
-                                                "tool_returns": added["tool_returns"],
-                                                "findings": added["findings"]})  # fmt: skip
+        if reopened:
+            queries.shadow_indexes(capture)
+        else:
+            queries.extend_shadow_indexes(capture, added)
         if not any(rows.values()):
             return self._apply({}, set())
         steps = touched_steps(capture, rows)
@@ -177,8 +178,9 @@ class LiveModel:
         version = self.version + 1
         changed: dict[StepKey, bytes] = {}
         for key, step in built.items():
-            text = orjson.dumps({**step, "v": version})
-            digest = hash(orjson.dumps(step))
+            plain = orjson.dumps(step)
+            digest = hash(plain)
+            text = b'{"v":%d,' % version + plain[1:]  # the reading it is of, first
             if key not in self.where or self.where[key][1] != digest:
                 changed[key] = text
                 self.where[key] = (self.where.get(key, (-1, 0))[0], digest)

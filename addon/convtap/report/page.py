@@ -71,7 +71,8 @@ def write_report(db: Path, output: Path) -> Path:
     def write(out: TextIO) -> None:
         with queries.one_reading(capture):
             timeline_queries.shadow_indexes(capture)
-            context = {**page(capture, db), "data": data_blocks(all_steps(capture))}
+            context = {**page(capture, db), **summary_parts(capture),
+                       "data": data_blocks(all_steps(capture))}  # fmt: skip
             for piece in template.generate(context):
                 out.write(piece)
 
@@ -100,8 +101,8 @@ def environment() -> jinja2.Environment:
 
 
 def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
-    """What the template is given for everything but the conversations' data: small values, and
-    generators for the lists."""
+    """What the template is given for everything but the summary, the pictures (`summary_parts`)
+    and the conversations' data (`data_blocks`)."""
     return {
         "source": str(db),
         "generated_at": time.time(),
@@ -111,7 +112,6 @@ def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
         "tools": queries.tools(capture),
         "view": script(VIEW),
         "script_src": script_src(VIEW),
-        **summary_parts(capture),
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 import sqlite_utils
+from markupsafe import Markup
 
 from convtap.report.model import LiveModel, Reading
 from convtap.report.page import TEMPLATE, VIEW, environment, page, script, script_src, summary_parts
@@ -96,21 +97,18 @@ class LivePage:
         self.model = LiveModel()
 
     def read_whole(self, capture: sqlite_utils.Database) -> Reading:
-        return self.read(capture, whole=True)
-
-    def read(self, capture: sqlite_utils.Database, *, whole: bool = False) -> Reading:
-        """Read what changed (or every step) into the model, at one reading of the capture."""
+        """Read every step into the model, at one reading of the capture."""
         with queries.one_reading(capture):
-            return self.model.whole(capture) if whole else self.model.update(capture)
+            return self.model.whole(capture)
 
-    def _context(self, capture: sqlite_utils.Database) -> dict[str, Any]:
-        context = {**page(capture, self.db), "script_src": SCRIPT_SRC}
-        context["decode_errors"] = list(context["decode_errors"])  # rendered twice
-        context["failures"] = list(context["failures"])
-        return context
+    def read(self, capture: sqlite_utils.Database, *, reopened: bool = False) -> Reading:
+        """Read what changed into the model, at one reading of the capture (`reopened`: on a
+        connection opened since the last reading)."""
+        with queries.one_reading(capture):
+            return self.model.update(capture, reopened=reopened)
 
     def parts(self, capture: sqlite_utils.Database) -> Parts:
-        """The summary and the pictures as they are now."""
+        """The summary and the pictures as they are now (read whole: see `Live.parts_due`)."""
         with queries.one_reading(capture):
             context = {**page(capture, self.db), **summary_parts(capture)}
             html = {name: self._block(name, context) for name in FIXED}
@@ -118,17 +116,14 @@ class LivePage:
 
     def whole(self, capture: sqlite_utils.Database, parts: Parts) -> str:
         """The page, as `convtap report` writes it, with the data of the model's latest reading,
-        the parts given, and the live script that keeps it current from there on."""
+        the parts given (not read again), and the live script that keeps it current."""
         with queries.one_reading(capture):
-            context = self._context(capture)
+            context = {**page(capture, self.db), "script_src": SCRIPT_SRC}
+        context["parts"] = {name: Markup(html) for name, html in parts.html.items()}
         context["live"] = {"events": f"{self.events}?v={self.model.version}",
                            "script": self._script}  # fmt: skip
         context["data"] = self.model.data()
-        text = self.template.render(context)
-        for name in FIXED:  # what the page's events are told from: the parts given
-            rendered = self._block(name, context)
-            text = text.replace(rendered, parts.html[name], 1)
-        return text
+        return self.template.render(context)
 
     def _block(self, name: str, context: dict[str, Any]) -> str:
         return "".join(self.template.blocks[name](self.template.new_context(context)))

@@ -22,6 +22,7 @@
   const convs = new Map();  // conversation key → {id, steps, first}
   let order = null;  // the conversations in page order (null: to be sorted again)
   let rows = [];  // what the filters let through, in page order
+  let flags = new Uint8Array(0);  // for each row: 1 the last of its conversation, 2 a later step
   let filters = {};
   let tops = null;  // prefix sums of the rows' heights (a Fenwick tree)
   const drawn = new Map();  // row → its element, for the rows drawn
@@ -280,18 +281,18 @@
     return head;
   }
 
-  function draw(row) {
+  function draw(row, i) {
     let node;
     if (row.kind === "conv") {
       node = el("div", "row conv-row", convHead(row.conv));
       node.dataset.conv = shown(row.conv.id);
     } else if (row.kind === "step") {
-      node = el("div", "row", el("article", `step${row.later ? " later" : ""}`, stepHead(row.step),
+      node = el("div", "row", el("article", `step${flags[i] & 2 ? " later" : ""}`, stepHead(row.step),
         row.step.x ? el("pre", "exchange", row.step.x.join("\n")) : null));
     } else {
       node = el("div", "row", el("div", "rail", anItem(row.item)));
     }
-    if (row.last) node.classList.add("last");
+    if (flags[i] & 1) node.classList.add("last");
     node.dataset.key = row.key;  // what it draws: a conversation, a step, an item of a step
     node.row = row;
     const open = owner(row)._open;
@@ -327,6 +328,7 @@
     if (!conv.steps.length) convs.delete(old.c);
     conv.dirty = true;
     order = null;
+    entries = null;
   }
 
   // Steps in (new ones, or newer versions of ones held: `v` counts the server's readings).
@@ -350,6 +352,7 @@
       conv.steps.push(s);
       conv.dirty = true;
       order = null;
+      entries = null;
     }
   }
 
@@ -411,49 +414,82 @@
     }
   }
 
+  // Everything in page order, one entry a row: a conversation's head, a step's head, an item.
+  // Made again when the data changes; a filter only picks entries from it.
+  let entries = null;
+  let itemCount = 0;
+  function flat() {
+    if (entries) return entries;
+    entries = [];
+    itemCount = 0;
+    for (const conv of sorted()) {
+      entries.push({ kind: "conv", conv, key: `c${JSON.stringify(conv.id)}` });
+      for (const s of conv.steps) {
+        const key = keyOf(s);
+        entries.push({ kind: "step", step: s, key: `s${key}` });
+        s.i.forEach((item, n) => entries.push({ kind: "item", step: s, item, key: `i${key}${n}` }));
+        itemCount += s.i.length;
+      }
+    }
+    return entries;
+  }
+
   function apply(f) {
     const started = performance.now();
     filters = { ...f, byFinding: Boolean(f.severity || f.rule) };
     const q = (f.q || "").trim().toLowerCase();
     const narrowing = filters.byFinding || Boolean(f.tool || q);
     const out = [];
-    let total = 0, items = 0, calls = 0, found = 0;
-    for (const conv of sorted()) {
-      const convOk = !f.conversation || shown(conv.id).includes(f.conversation);
-      const start = out.length;
-      let any = false;
-      for (const s of conv.steps) total += s.i.length;
-      if (!convOk) continue;
-      out.push({ kind: "conv", conv, key: `c${JSON.stringify(conv.id)}` });
-      let later = false;
-      for (const s of conv.steps) {
-        const at = out.length;
-        const key = keyOf(s);
-        out.push({ kind: "step", step: s, later, key: `s${key}` });
-        let anyItem = false;
-        for (const [n, it] of s.i.entries()) {
-          let matched = 0;
-          for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
-          const ok = (!filters.byFinding || matched > 0) && (!f.tool || shown(it.tool || "") === f.tool)
-            && (!q || searchText(it).includes(q));
-          if (!ok) continue;
-          out.push({ kind: "item", step: s, item: it, key: `i${key}${n}` });
-          anyItem = true;
-          items += 1;
-          calls += it.t === "c" || it.t === "r" ? 1 : 0;
-          found += matched;
-        }
-        if (!anyItem && narrowing) out.length = at;
-        else { any = true; later = true; }
+    const marks = [];  // 1: a conversation's last row; 2: a step after the first shown
+    let items = 0, calls = 0, found = 0;
+    let convOk = false, convAt = -1, stepAt = -1, anyStep = false, anyItem = false;
+    const endStep = () => {
+      if (stepAt < 0) return;
+      if (!anyItem && narrowing) { out.length = stepAt; marks.length = stepAt; } else anyStep = true;
+      stepAt = -1;
+    };
+    const endConv = () => {
+      endStep();
+      if (convAt < 0) return;
+      if (!anyStep && narrowing) { out.length = convAt; marks.length = convAt; } else marks[out.length - 1] |= 1;
+      convAt = -1;
+    };
+    for (const e of flat()) {
+      if (e.kind === "conv") {
+        endConv();
+        const id = e.conv._shown ?? (e.conv._shown = shown(e.conv.id));
+        convOk = !f.conversation || id.includes(f.conversation);
+        if (convOk) { convAt = out.length; anyStep = false; out.push(e); marks.push(0); }
+      } else if (!convOk) {
+        continue;
+      } else if (e.kind === "step") {
+        endStep();
+        stepAt = out.length;
+        anyItem = false;
+        out.push(e);
+        marks.push(anyStep ? 2 : 0);
+      } else {
+        const it = e.item;
+        let matched = 0;
+        for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
+        if (filters.byFinding && !matched) continue;
+        if (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool) continue;
+        if (q && !searchText(it).includes(q)) continue;
+        out.push(e);
+        marks.push(0);
+        anyItem = true;
+        items += 1;
+        calls += it.t === "c" || it.t === "r" ? 1 : 0;
+        found += matched;
       }
-      if (!any && narrowing) out.length = start;
-      else out[out.length - 1].last = true;
     }
+    endConv();
     rows = out;
+    flags = Uint8Array.from(marks);
     const filtered = KEYS.some((k) => f[k]);
     shownCount.textContent = filtered
-      ? `showing ${items} of ${total} items: ${calls} ${calls === 1 ? "call or return" : "calls and returns"}, ${plural(found, "finding")}`
-      : `${total} items`;
+      ? `showing ${items} of ${itemCount} items: ${calls} ${calls === 1 ? "call or return" : "calls and returns"}, ${plural(found, "finding")}`
+      : `${itemCount} items`;
     document.getElementById("nothing").hidden = convs.size > 0;
     layout();
     return performance.now() - started;
@@ -477,7 +513,7 @@
 
   function Tree(heights) {  // prefix sums of the rows' heights, each changed in O(log n)
     const n = heights.length;
-    const h = Float64Array.from(heights);
+    const h = heights;
     const t = new Float64Array(n + 1);
     for (let i = 1; i <= n; i += 1) {  // built in O(n)
       t[i] += h[i - 1];
@@ -500,7 +536,9 @@
   let page = 0, offset = 0, lastTop = 0;  // past MOST pixels: a page of the list, and its shift
 
   function layout() {
-    tops = Tree(rows.map(estimate));
+    const heights = new Float64Array(rows.length);
+    for (let i = 0; i < rows.length; i += 1) heights[i] = estimate(rows[i]);
+    tops = Tree(heights);
     for (const node of drawn.values()) { node.remove(); watcher.unobserve(node); }
     drawn.clear();
     render();  // at once: what the filters let through is on screen when they return
@@ -558,7 +596,7 @@
       const row = rows[wanted[n]];
       let node = drawn.get(row);
       if (!node) {
-        node = draw(row);
+        node = draw(row, wanted[n]);
         node.rowIndex = wanted[n];
         drawn.set(row, node);
         watcher.observe(node);
@@ -679,7 +717,7 @@
     add, remove,
     pretty: prettyText,  // JSON text as the page indents it
     refresh() { offerTools(); apply(read()); },
-    clear() { steps.clear(); convs.clear(); gone.clear(); order = null; },
+    clear() { steps.clear(); convs.clear(); gone.clear(); order = null; entries = null; },
     ready() {
       document.getElementById("loading").hidden = true;
       offerTools();
@@ -722,7 +760,10 @@
         apply(fromHash() || read());
         window.__convtapFirstAt = performance.now();
       }
-      for (const list of await Promise.all(blocks.slice(1).map(unpack))) add(list);
+      const lists = await Promise.all(blocks.slice(1).map(unpack));
+      performance.mark("convtap:unpacked");
+      for (const list of lists) add(list);
+      performance.mark("convtap:added");
       window.convtap.ready();
     })();
   }
