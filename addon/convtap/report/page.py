@@ -40,7 +40,10 @@ from convtap.store.database import StoreError, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"
+ITEMS = resources.files("convtap.report") / "items.js"
+LIST = resources.files("convtap.report") / "list.js"
 VIEW = resources.files("convtap.report") / "view.js"
+SCRIPTS = (ITEMS, LIST, VIEW)  # the report's scripts, in the order they run
 LISTED = 1000  # decode errors and failures listed at most (the summary counts them all)
 FIRST_BLOCK = 40  # steps in the first block: the first screen, drawn before the rest is read
 BLOCK = 2000  # steps in every later block
@@ -110,8 +113,8 @@ def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
         "severities": SEVERITIES,
         "registry": registry(),
         "tools": queries.tools(capture),
-        "view": script(VIEW),
-        "script_src": script_src(VIEW),
+        "scripts": [script(s) for s in SCRIPTS],
+        "script_src": script_src(*SCRIPTS),
     }
 
 

@@ -21,12 +21,20 @@ import sqlite_utils
 from markupsafe import Markup
 
 from convtap.report.model import LiveModel, Reading
-from convtap.report.page import TEMPLATE, VIEW, environment, page, script, script_src, summary_parts
+from convtap.report.page import (
+    SCRIPTS,
+    TEMPLATE,
+    environment,
+    page,
+    script,
+    script_src,
+    summary_parts,
+)
 from convtap.store import report_queries as queries
 from convtap.store.database import open_readonly
 
 SCRIPT = resources.files("convtap.report") / "live.js"
-SCRIPT_SRC = script_src(VIEW, SCRIPT)  # the live page's scripts
+SCRIPT_SRC = script_src(*SCRIPTS, SCRIPT)  # the live page's scripts
 SUMMARY = "summary"
 FIXED = (SUMMARY, "charts")  # the template's blocks that are one section each, keyed by its id
 

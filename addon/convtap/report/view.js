@@ -1,19 +1,14 @@
 // The report's conversations (`convtap report`, `convtap serve`): the page holds them as data,
 // each request of each conversation (a step) as JSON, and draws only the rows in view: a
 // conversation's head, a step's head, each item (a message, a call with its returns, a return
-// answering no call, a finding on a request). The filters (severity, rule, tool, conversation,
-// a text search; also read from the URL fragment: #rule=return-recipient&severity=error) run over
-// the data, not over what is drawn. Everything from the capture is put in as text (textContent,
-// attribute values set one by one), never as markup.
+// answering no call, a finding on a request), as items.js draws them. The filters (severity,
+// rule, tool, conversation, a text search; also read from the URL fragment:
+// #rule=return-recipient&severity=error) run over the data, not over what is drawn.
 (() => {
   "use strict";
   const KEYS = ["q", "severity", "rule", "tool", "conversation"];
-  const LONG = 600;  // characters shown before the rest of a text folds away
-  const OVERSCAN = 800;  // pixels drawn above and below the window
-  const MOST = 8e6;  // pixels the list's box is at most (browsers cap an element's height)
-  const BIDI = /[\u202a-\u202e\u2066-\u2069]/g;
   const HAS_BIDI = /[\u202a-\u202e\u2066-\u2069]/;
-  const STAGES = ["called", "answered", "accepted", "continued"];
+  const { shown, el, plural, prettyText, stepHead, convHead, LONG } = window.convtapItems;
   const form = document.getElementById("filters");
   const shownCount = document.getElementById("shown");
   const box = document.getElementById("rows");
@@ -24,262 +19,6 @@
   let rows = [];  // what the filters let through, in page order
   let flags = new Uint8Array(0);  // for each row: 1 the last of its conversation, 2 a later step
   let filters = {};
-  let tops = null;  // prefix sums of the rows' heights (a Fenwick tree)
-  const drawn = new Map();  // row → its element, for the rows drawn
-
-  // -- text as the page shows it ------------------------------------------------------------
-
-  // A bidi control reorders what follows it: each is shown as its escape (\u202e).
-  const shown = (v) => String(v ?? "").replace(BIDI, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
-  const css = (v) => String(v ?? "").replace(/[^A-Za-z0-9_-]/g, "-");
-  const when = (at) => (at == null ? "-" : new Date(at * 1000).toISOString().slice(0, 23).replace("T", " "));
-  const clock = (at) => (at == null ? "-" : when(at).slice(11));
-  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
-
-  function el(tag, cls, ...children) {
-    const node = document.createElement(tag);
-    if (cls) node.className = cls;
-    for (const child of children) {
-      if (child == null || child === false) continue;
-      node.append(child instanceof Node ? child : shown(child));
-    }
-    return node;
-  }
-
-  // JSON text indented as json.dumps(value, indent=2) writes it, each line with the path of keys
-  // it opens (so that a finding's field can be marked; null for a closing bracket), its numbers
-  // as the capture wrote them; null for text that is not JSON.
-  function indented(textIn) {
-    const text = String(textIn ?? "");
-    try { JSON.parse(text); } catch (e) { return null; }
-    const lines = [];
-    let i = 0;
-    const skip = () => { while (i < text.length && " \t\r\n".includes(text[i])) i += 1; };
-    const scalar = () => {
-      let j = i;
-      if (text[i] === '"') {
-        for (j = i + 1; text[j] !== '"'; j += text[j] === "\\" ? 2 : 1);
-        const raw = text.slice(i, j + 1);
-        i = j + 1;
-        return JSON.stringify(JSON.parse(raw));
-      }
-      while (j < text.length && !",:]} \t\r\n".includes(text[j])) j += 1;
-      const raw = text.slice(i, j);
-      i = j;
-      return raw;
-    };
-    const walk = (pad, head, path) => {
-      skip();
-      const open = text[i];
-      if (open !== "{" && open !== "[") { lines.push([pad + head + scalar(), path]); return; }
-      const array = open === "[";
-      const close = array ? "]" : "}";
-      i += 1;
-      skip();
-      if (text[i] === close) { i += 1; lines.push([pad + head + open + close, path]); return; }
-      lines.push([pad + head + open, path]);
-      for (let index = 0; ; index += 1) {
-        skip();
-        let name = "", key = index;
-        if (!array) {
-          key = JSON.parse(scalar());
-          name = `${JSON.stringify(key)}: `;
-          skip();
-          i += 1;  // the colon
-        }
-        walk(`${pad}  `, name, [...path, key]);
-        skip();
-        if (text[i] === ",") { i += 1; lines[lines.length - 1][0] += ","; continue; }
-        i += 1;  // the closing bracket
-        break;
-      }
-      lines.push([pad + close, null]);
-    };
-    walk("", "", []);
-    return lines;
-  }
-
-  // A return's JSON indented, the line of each offending field in a <mark> naming its rules.
-  function jsonBlock(textIn, marks) {
-    const pre = el("pre", "json");
-    const lines = indented(textIn);
-    if (lines === null) { pre.textContent = shown(textIn); return pre; }
-    const wanted = new Map((marks || []).map(([path, rules]) => [JSON.stringify(path), shown(rules.join(" "))]));
-    let text = "";
-    lines.forEach(([line, opens], n) => {
-      if (n) text += "\n";
-      const rules = opens && opens.length ? wanted.get(JSON.stringify(opens)) : undefined;
-      if (!rules) { text += line; return; }
-      if (text) pre.append(shown(text));
-      text = "";
-      const mark = el("mark", null, line);
-      mark.dataset.rules = rules;
-      mark.title = rules;
-      pre.append(mark);
-    });
-    if (text) pre.append(shown(text));
-    return pre;
-  }
-
-  const prettyText = (textIn) => {
-    const lines = indented(textIn);
-    return lines === null ? String(textIn ?? "") : lines.map(([l]) => l).join("\n");
-  };
-
-  // -- the items ----------------------------------------------------------------------------
-
-  function folded(value, summaryText, body) {
-    const details = el("details", "long");
-    details.append(el("summary", null, ...summaryText), body);
-    return details;
-  }
-
-  function longText(value) {
-    const t = String(value ?? "");
-    if (!t) return null;
-    if (t.length > LONG) {
-      return folded(t, [el("span", "preview", t.slice(0, 240)), "… ", el("em", null, `${t.length} characters`)],
-        el("div", "text", t));
-    }
-    return el("div", "text", t);
-  }
-
-  function code(value) {
-    const t = String(value ?? "");
-    if (t.length > LONG) return folded(t, [el("em", null, `${t.length} characters`)], el("pre", null, t));
-    return el("pre", null, t);
-  }
-
-  function finding(f) {
-    const node = el("div", `finding sev-${css(f.sev)}`);
-    node.dataset.rule = shown(f.rule);
-    node.dataset.severity = shown(f.sev);
-    const rule = el("a", "rule", f.rule);
-    rule.href = `#rule-${encodeURIComponent(shown(f.rule))}`;
-    const doc = document.getElementById(`rule-${f.rule}`);
-    rule.title = doc ? doc.dataset.summary || "" : "";
-    node.append(el("span", `sev ${css(f.sev)}`, f.sev), " ", rule, " ", el("span", "what", f.msg),
-      el("div", "evidence", el("span", null, "expected"), " ", el("code", null, f.exp), " ",
-        el("span", null, "actual"), " ", el("code", null, f.act)));
-    if (filters.byFinding && !findingOk(f)) node.hidden = true;
-    return node;
-  }
-
-  function findings(list) {
-    return list && list.length ? el("div", "findings", ...list.map(finding)) : null;
-  }
-
-  function aReturn(r) {
-    const json = r.json ?? "";
-    const body = json.length > LONG && !(r.f && r.f.length)
-      ? folded(json, [el("em", null, `${json.length} characters of JSON`)], jsonBlock(json, r.marks))
-      : jsonBlock(json, r.marks);
-    return el("div", "ret",
-      el("h5", null, "return ", el("code", null, r.mid || r.id), " ",
-        el("span", "dim", `${when(r.at)} · request `, el("code", null, r.flow || "-"))),
-      body, findings(r.f));
-  }
-
-  function lifecycle(c) {
-    const list = el("ol", "life");
-    c.life.forEach(([done, at], n) => {
-      const li = el("li", done ? "done" : "no", `${STAGES[n]} `);
-      if (!done) li.append("no");
-      else if (at == null) li.append("yes");
-      else {
-        li.append(clock(at));
-        if (n > 0 && c.at != null) li.append(" ", el("small", null, `+${(at - c.at).toFixed(1)} s`));
-      }
-      list.append(li);
-    });
-    return list;
-  }
-
-  function aCall(c) {
-    const flagged = (c.f && c.f.length) || c.r.some((r) => r.f && r.f.length);
-    const node = el("div", `item call${flagged ? " flagged" : ""}`);
-    node.id = `call-${c.id}`;
-    node.dataset.tool = shown(c.tool);
-    const dim = [c.proto, c.kind ? ` · ${c.kind}` : "",
-      c.msg ? ` · ${c.msg[0] || "no channel"} · ${c.msg[1] || "no status"}` : ""].join("");
-    node.append(el("div", "head", el("span", "tag", "call"), " ", el("b", null, c.to || c.tool),
-      c.proto === "responses" && c.name ? " " : null, c.proto === "responses" && c.name ? el("b", null, c.name) : null,
-      " ", el("code", "id", c.id), c.item ? " " : null, c.item ? el("span", "dim", "item") : null,
-      c.item ? " " : null, c.item ? el("code", null, c.item) : null, " ", el("span", "dim", dim)));
-    node.append(lifecycle(c));
-    const returns = c.r.length ? c.r.map(aReturn)
-      : [el("h5", null, "return"), el("p", "none", "no return recorded")];
-    node.append(el("div", "pair", el("div", null, el("h5", null, "arguments"),
-      code(c.json ? prettyText(c.args) : c.args)), el("div", null, ...returns)));
-    const loose = findings(c.f);
-    if (loose) node.append(loose);
-    return node;
-  }
-
-  function aMessage(m) {
-    const node = el("div", `item msg role-${css(m.role || "unknown")}`);
-    const dim = `${m.ch || ""}${m.ch ? " · " : ""}${m.st || ""}${m.ct && m.ct !== "text" ? ` · ${m.ct}` : ""} · ${clock(m.at)} · `;
-    node.append(el("div", "head", el("span", "role", m.role || "?", m.name ? ` (${m.name})` : null),
-      m.to && m.to !== "all" ? ` → ${shown(m.to)}` : null, " ", el("span", "dim", dim, el("code", null, m.id))));
-    const text = longText(m.text);
-    if (text) node.append(text);
-    return node;
-  }
-
-  function anOrphan(r) {
-    const node = el("div", `item call orphan${r.f && r.f.length ? " flagged" : ""}`);
-    node.dataset.tool = shown(r.tool);
-    node.append(el("div", "head", el("span", "tag", "return"), " ", el("b", null, r.tool || "?"), " ",
-      el("span", "dim", "answering no recorded call", r.bcid ? " (its call_id: " : null,
-        r.bcid ? el("code", null, r.bcid) : null, r.bcid ? ")" : null, ` · ${shown(r.proto)}`)),
-    aReturn(r));
-    return node;
-  }
-
-  function anItem(it) {
-    if (it.t === "m") return aMessage(it);
-    if (it.t === "c") return aCall(it);
-    if (it.t === "r") return anOrphan(it);
-    return el("div", "item loose", el("span", "tag", "request"), " ", el("span", "dim", "on the request itself"), finding(it));
-  }
-
-  function stepHead(s) {
-    const h = s.h;
-    const kind = { turn: "turn", responses: "Responses request" }[s.kind] || s.kind;
-    const head = el("header", "step-head", el("span", "tag", kind), " ", el("code", null, s.s || "(no request)"));
-    if (h) {
-      head.append(" ", el("time", null, when(h.started)));
-      if (h.model) head.append(" ", el("span", null, h.model));
-      if (h.client) head.append(" ", el("span", "dim", h.client));
-      if (h.status != null) head.append(" ", el("span", null, `${shown(h.status)} ${shown(h.outcome || "")}`));
-      if (h.events != null) head.append(" ", el("span", "dim", `${h.events} events${h.legs > 1 ? `, ${h.legs} legs` : ""}`));
-      if (h.ws) head.append(" ", el("span", "dim", `WebSocket ${shown(h.ws)}`));
-      if (h.truncated) head.append(" ", el("span", "badge warn", "truncated"));
-      if (h.errors) {
-        const a = el("a", "badge warn", `${h.errors} decode error${h.errors !== 1 ? "s" : ""}`);
-        a.href = "#decode-errors";
-        head.append(" ", a);
-      }
-      if (h.failure) {
-        const b = el("span", "badge err", "our own failure");
-        b.title = shown(h.failure);
-        head.append(" ", b);
-      }
-    }
-    return head;
-  }
-
-  function convHead(c) {
-    const head = el("h3", "conv-head", el("span", "tag", "conversation"), " ",
-      el("code", null, c.id || "(no conversation id)"), " ",
-      el("span", "dim", `${plural(c.calls, "call")} · ${plural(c.findings, "finding")}`));
-    if (c.id) {
-      const only = el("a", "only", "only this conversation");
-      only.href = `#conversation=${encodeURIComponent(shown(c.id))}`;
-      head.append(" ", only);
-    }
-    return head;
-  }
 
   function draw(row, i) {
     let node;
@@ -290,7 +29,7 @@
       node = el("div", "row", el("article", `step${flags[i] & 2 ? " later" : ""}`, stepHead(row.step),
         row.step.x ? el("pre", "exchange", row.step.x.join("\n")) : null));
     } else {
-      node = el("div", "row", el("div", "rail", anItem(row.item)));
+      node = el("div", "row", el("div", "rail", window.convtapItems.item(row.item, hide)));
     }
     if (flags[i] & 1) node.classList.add("last");
     node.dataset.key = row.key;  // what it draws: a conversation, a step, an item of a step
@@ -379,6 +118,8 @@
   }
 
   // -- the filters --------------------------------------------------------------------------
+
+  const hide = (f) => filters.byFinding && !findingOk(f);
 
   function findingOk(f) {
     return (!filters.rule || f.rule === filters.rule) && (!filters.severity || f.sev === filters.severity);
@@ -491,7 +232,7 @@
       ? `showing ${items} of ${itemCount} items: ${calls} ${calls === 1 ? "call or return" : "calls and returns"}, ${plural(found, "finding")}`
       : `${itemCount} items`;
     document.getElementById("nothing").hidden = convs.size > 0;
-    layout();
+    list.show(rows);
     return performance.now() - started;
   }
 
@@ -511,133 +252,8 @@
     return 120;
   };
 
-  function Tree(heights) {  // prefix sums of the rows' heights, each changed in O(log n)
-    const n = heights.length;
-    const h = heights;
-    const t = new Float64Array(n + 1);
-    for (let i = 1; i <= n; i += 1) {  // built in O(n)
-      t[i] += h[i - 1];
-      const up = i + (i & -i);
-      if (up <= n) t[up] += t[i];
-    }
-    return {
-      n, h,
-      set(i, v) { const d = v - h[i]; h[i] = v; for (let j = i + 1; j <= n; j += j & -j) t[j] += d; },
-      sum(i) { let s = 0; for (let j = i; j > 0; j -= j & -j) s += t[j]; return s; },
-      find(y) {  // the row at height y
-        let i = 0, step = 1;
-        while (step * 2 <= n) step *= 2;
-        for (; step; step >>= 1) if (i + step <= n && t[i + step] <= y) { i += step; y -= t[i]; }
-        return Math.min(i, n - 1);
-      },
-    };
-  }
+  const list = window.convtapList(box, slice, { estimate, draw, remember: (row, h) => { owner(row)._h = h; } });
 
-  let page = 0, offset = 0, lastTop = 0;  // past MOST pixels: a page of the list, and its shift
-
-  function layout() {
-    const heights = new Float64Array(rows.length);
-    for (let i = 0; i < rows.length; i += 1) heights[i] = estimate(rows[i]);
-    tops = Tree(heights);
-    for (const node of drawn.values()) { node.remove(); watcher.unobserve(node); }
-    drawn.clear();
-    render();  // at once: what the filters let through is on screen when they return
-  }
-
-  let pending = 0;
-  function schedule() {
-    if (!pending) pending = requestAnimationFrame(() => { pending = 0; render(); });
-  }
-
-  function geometry() {
-    const total = rows.length ? tops.sum(rows.length) : 0;
-    const height = Math.min(total, MOST);
-    const pageHeight = height / 100;
-    const pages = total > MOST ? Math.ceil(total / pageHeight) : 1;
-    const jump = pages > 1 ? (total - height) / (pages - 1) : 0;
-    return { total, height, pageHeight, pages, jump };
-  }
-
-  function render() {
-    const g = geometry();
-    box.style.height = `${g.height}px`;
-    const view = window.innerHeight;
-    const real = Math.max(0, -box.getBoundingClientRect().top);
-    if (g.pages > 1) {
-      if (Math.abs(real - lastTop) > view) {  // the scroll bar dragged: where it points
-        page = Math.min(g.pages - 1, Math.floor((real * ((g.total - view) / (g.height - view))) / g.pageHeight));
-        offset = Math.round(page * g.jump);
-      } else {  // scrolled by a little: as far, and the page shifted under it when it changes
-        const virtual = real + offset;
-        const wanted = Math.min(g.pages - 1, Math.floor(virtual / g.pageHeight));
-        if (wanted !== page) {
-          page = wanted;
-          offset = Math.round(page * g.jump);
-          lastTop = virtual - offset;
-          window.scrollTo(0, window.scrollY + (lastTop - real));
-          schedule();
-          return;
-        }
-      }
-    }
-    lastTop = real;
-    if (!rows.length) { for (const node of drawn.values()) node.remove(); drawn.clear(); return; }
-    const top = real + offset;
-    const first = tops.find(Math.max(0, top - OVERSCAN));
-    const wanted = [];
-    for (let i = first, y = tops.sum(first); i < rows.length && y < top + view + OVERSCAN; i += 1) {
-      wanted.push(i);
-      y += tops.h[i];
-    }
-    const keep = new Set(wanted.map((i) => rows[i]));
-    for (const [row, node] of drawn) if (!keep.has(row)) { node.remove(); drawn.delete(row); watcher.unobserve(node); }
-    let before = null;
-    for (let n = wanted.length - 1; n >= 0; n -= 1) {
-      const row = rows[wanted[n]];
-      let node = drawn.get(row);
-      if (!node) {
-        node = draw(row, wanted[n]);
-        node.rowIndex = wanted[n];
-        drawn.set(row, node);
-        watcher.observe(node);
-      }
-      node.rowIndex = wanted[n];
-      if (node.nextSibling !== before || node.parentNode !== slice) slice.insertBefore(node, before);
-      before = node;
-    }
-    slice.style.top = `${tops.sum(first) - offset}px`;
-    measure([...drawn.values()]);
-  }
-
-  // Rows drawn are measured: a height that differs from its estimate moves the rows after it,
-  // and the window with it when the row is above what is read, so that what is read stays put.
-  function measure(nodes) {
-    const viewTop = Math.max(0, -box.getBoundingClientRect().top) + offset;
-    let shift = 0, changed = false;
-    for (const node of nodes) {
-      const i = node.rowIndex;
-      if (i === undefined || rows[i] === undefined || drawn.get(rows[i]) !== node) continue;
-      const h = node.offsetHeight;
-      if (!h || Math.abs(h - tops.h[i]) < 0.5) continue;
-      if (tops.sum(i) + tops.h[i] <= viewTop) shift += h - tops.h[i];
-      tops.set(i, h);
-      owner(rows[i])._h = h;
-      changed = true;
-    }
-    if (!changed) return;
-    const first = Math.min(...nodes.map((n) => n.rowIndex ?? Infinity));
-    if (Number.isFinite(first)) slice.style.top = `${tops.sum(first) - offset}px`;
-    box.style.height = `${geometry().height}px`;
-    if (shift) { window.scrollBy(0, shift); lastTop += shift; }
-    schedule();
-  }
-
-  const watcher = new ResizeObserver((entries) => measure(entries.map((e) => e.target)));
-  window.addEventListener("scroll", schedule, { passive: true });
-  window.addEventListener("resize", () => {
-    for (const row of rows) owner(row)._h = 0;
-    layout();
-  });
   // What the reader unfolded stays unfolded when its row is drawn again.
   slice.addEventListener("toggle", (ev) => {
     const node = ev.target.closest(".row");
@@ -696,7 +312,7 @@
     const id = decodeURIComponent(location.hash.slice(1));
     if (!id.startsWith("call-")) return;
     const i = rows.findIndex((r) => r.kind === "item" && r.item.t === "c" && `call-${r.item.id}` === id);
-    if (i >= 0) window.scrollTo(0, box.getBoundingClientRect().top + window.scrollY + tops.sum(i) - offset - 60);
+    if (i >= 0) list.reveal(i, 60);
   }
 
   let timer = 0;
