@@ -23,7 +23,7 @@
       const old = document.getElementById(id);
       if (old) old.replaceWith(element(html));
     }
-    window.convtap.refresh();
+    window.convtap.refresh(message.steps);
     state.textContent = `live: updated ${new Date().toISOString().slice(11, 23)}`;
     window.__convtapUpdates = (window.__convtapUpdates || 0) + 1;
     window.__convtapSent = (window.__convtapSent || 0) + message.steps.length;

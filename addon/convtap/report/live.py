@@ -6,7 +6,8 @@ proxy's CPU time or its GIL. Every 200 ms the capture is asked whether anything 
 (`PRAGMA data_version`, no table read); when it was, the steps it changed are read again
 (`model.LiveModel`: a reading costs what changed), and each page is sent, as a server-sent event,
 the steps that changed since what it shows (their latest JSON) and the summary and the pictures
-when they differ (those are read whole, so at most every so often: see `Live.parts_due`). A page
+when they differ (those are read whole, in a thread, at most once a second and no more than a
+tenth of the time: see `Live._parts`). A page
 that reads slowly is only ever one message behind: it is sent the latest state of what changed
 when it has taken the last message, never a queue. The capture is only read (`open_readonly`).
 """
@@ -34,7 +35,7 @@ from tornado.netutil import bind_sockets
 from tornado.web import Application, HTTPError, RequestHandler
 
 from convtap.report.parts import SCRIPT_SRC, LiveCapture, LivePage, Parts
-from convtap.store.database import StoreError
+from convtap.store.database import StoreError, open_readonly
 
 HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
 NAMES = (HOST, "localhost")  # the only names a request may give as its Host
@@ -65,7 +66,7 @@ class Live:
         self.rest_until = 0.0
         self.parts_due = 0.0  # when the summary and the pictures may be read again
         self.parts_stale = False
-        self.cost = 0.0  # the server time the last reading took, in seconds
+        self.parts_reading = False  # in a thread now
 
     def poll(self) -> None:
         now = time.monotonic()
@@ -85,27 +86,42 @@ class Live:
                 self.renewed.notify_all()
         # A reading that took long (a whole capture read again): rest as long, so that the
         # server takes at most half a CPU however fast the capture grows.
-        self.cost = time.monotonic() - started
         self.rest_until = 2 * time.monotonic() - started
 
     def _read(self) -> bool:
-        changed = self.capture.changed()
         renewed = False
-        if changed:
+        if self.capture.changed():
             reading = self.page.read(self.capture.capture, reopened=self.capture.reopened())
             renewed = bool(reading.changed or reading.gone)
             self.parts_stale = self.parts_stale or renewed
-        if self.parts_stale and time.monotonic() >= self.parts_due:
-            started = time.monotonic()
-            parts = self.page.parts(self.capture.capture)
-            took = time.monotonic() - started
-            # The summary and the pictures are read whole: at most a tenth of the time on them.
-            self.parts_due = time.monotonic() + max(PARTS_EVERY, 9 * took)
-            self.parts_stale = False
-            if parts.digests != self.parts.digests:
-                self.parts = parts
-                renewed = True
+        if self.parts_stale and not self.parts_reading and time.monotonic() >= self.parts_due:
+            self.parts_stale, self.parts_reading = False, True
+            reading_parts = asyncio.get_running_loop().run_in_executor(None, self._parts)
+            reading_parts.add_done_callback(self._parts_read)
         return renewed
+
+    def _parts(self) -> tuple[Parts, float]:
+        """The summary and the pictures read whole, on a connection of their own, in a thread:
+        the steps' readings and the pages go on meanwhile (SQLite lets go of the GIL)."""
+        started = time.monotonic()
+        capture = open_readonly(self.capture.db)
+        try:
+            return self.page.parts(capture), time.monotonic() - started
+        finally:
+            capture.conn.close()
+
+    def _parts_read(self, done: asyncio.Future[tuple[Parts, float]]) -> None:
+        self.parts_reading = False
+        try:
+            parts, took = done.result()
+        except (OSError, sqlite3.DatabaseError, StoreError):
+            self.parts_stale = True  # tried again at the next look
+            return
+        # At most a tenth of the time on them, and no more than once a second.
+        self.parts_due = time.monotonic() + max(PARTS_EVERY, 9 * took)
+        if parts.digests != self.parts.digests:
+            self.parts = parts
+            self.renewed.notify_all()
 
     def whole(self) -> str:
         self.poll()  # the page is of the latest reading

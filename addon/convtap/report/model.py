@@ -151,10 +151,43 @@ class LiveModel:
         self.tracker = Tracker()
 
     def whole(self, capture: sqlite_utils.Database) -> Reading:
-        """Read every step again (the first reading, a rewritten capture)."""
+        """Read every step again (the first reading, a rewritten capture), `BLOCK` at a time:
+        memory holds the blocks, never every step's values at once."""
         queries.shadow_indexes(capture)
         self.tracker.reset(capture)
-        return self._apply(dict(all_steps(capture)), set(self.where))
+        before, seen = set(self.where), set[StepKey]()
+        changed: set[StepKey] = set()
+        batch: dict[StepKey, Step] = {}
+        for key, step in all_steps(capture):
+            batch[key] = step
+            if len(batch) == BLOCK:
+                changed |= self._take(batch)
+                seen.update(batch)
+                batch = {}
+        changed |= self._take(batch)
+        seen.update(batch)
+        gone = before - seen
+        self._store({}, gone)
+        return self._record(changed, gone)
+
+    def _take(self, built: dict[StepKey, Step]) -> set[StepKey]:
+        """Steps read as of the next reading: those whose JSON is new are stored."""
+        version = self.version + 1
+        changed: dict[StepKey, bytes] = {}
+        for key, step in built.items():
+            plain = orjson.dumps(step)
+            digest = hash(plain)
+            if key not in self.where or self.where[key][1] != digest:
+                changed[key] = b'{"v":%d,' % version + plain[1:]  # the reading it is of, first
+                self.where[key] = (self.where.get(key, (-1, 0))[0], digest)
+        self._store(changed, set())
+        return set(changed)
+
+    def _record(self, changed: set[StepKey], gone: set[StepKey]) -> Reading:
+        if changed or gone:
+            self.version += 1
+            self.history.append(Reading(self.version, frozenset(changed), frozenset(gone)))
+        return Reading(self.version, frozenset(changed), frozenset(gone))
 
     def update(self, capture: sqlite_utils.Database, *, reopened: bool = False) -> Reading:
         """Read what changed since the last reading (everything, when the capture was
@@ -175,23 +208,10 @@ class LiveModel:
 
     def _apply(self, built: dict[StepKey, Step], before: set[StepKey]) -> Reading:
         """Take the steps read; those of `before` not among them are gone."""
-        version = self.version + 1
-        changed: dict[StepKey, bytes] = {}
-        for key, step in built.items():
-            plain = orjson.dumps(step)
-            digest = hash(plain)
-            text = b'{"v":%d,' % version + plain[1:]  # the reading it is of, first
-            if key not in self.where or self.where[key][1] != digest:
-                changed[key] = text
-                self.where[key] = (self.where.get(key, (-1, 0))[0], digest)
+        changed = self._take(built)
         gone = before - set(built)
-        self._store(changed, gone)
-        if changed or gone:
-            self.version = version
-        reading = Reading(self.version, frozenset(changed), frozenset(gone))
-        if changed or gone:
-            self.history.append(reading)
-        return reading
+        self._store({}, gone)
+        return self._record(changed, gone)
 
     def _store(self, changed: dict[StepKey, bytes], gone: set[StepKey]) -> None:
         by_block: dict[int, dict[StepKey, bytes | None]] = {}

@@ -116,7 +116,7 @@ class LivePage:
             return self.model.update(capture, reopened=reopened)
 
     def parts(self, capture: sqlite_utils.Database) -> Parts:
-        """The summary and the pictures as they are now (read whole: see `Live.parts_due`)."""
+        """The summary and the pictures as they are now (read whole: see `Live._parts`)."""
         with queries.one_reading(capture):
             context = {**page(capture, self.db), **summary_parts(capture)}
             html = {name: self._block(name, context) for name in FIXED}

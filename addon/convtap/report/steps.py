@@ -31,6 +31,7 @@ import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 import sqlite_utils
@@ -47,22 +48,12 @@ StepKey = tuple[str, str]  # (conversation key, step id)
 Step = dict[str, Any]
 
 
-def page_order(capture: sqlite_utils.Database) -> list[StepKey]:
-    """Every step in page order: conversations by their earliest row (then their id), each
-    one's steps by when they started (then their id)."""
-    keys = queries.step_keys(capture)
-    first: dict[str, float] = {}
-    for conv, _, at, _ in keys:
-        first[conv] = min(at, first.get(conv, at))
-    ordered = sorted(keys, key=lambda k: (first[k[0]], k[0], k[3], k[1]))
-    return [(conv, step) for conv, step, _, _ in ordered]
-
-
 def all_steps(capture: sqlite_utils.Database) -> Iterator[tuple[StepKey, Step]]:
-    """Every step of the capture in page order, read `BATCH` at a time."""
-    order = page_order(capture)
-    for start in range(0, len(order), BATCH):
-        batch = order[start : start + BATCH]
+    """Every step of the capture in page order: conversations by their earliest row (then their
+    key), each one's steps by when they started (then their id); read `BATCH` at a time, so that
+    memory stays flat whatever the capture's size."""
+    keys = queries.step_keys(capture)
+    while batch := list(islice(keys, BATCH)):
         built = build_steps(capture, {step for _, step in batch})
         for key in batch:
             if key in built:

@@ -58,16 +58,20 @@
     conv.findings = found;
   }
 
+  const dirty = new Set();  // conversations whose steps changed since they were last sorted
+  function touch(conv) {
+    dirty.add(conv);
+    entries = null;
+  }
+
   function detach(key) {
     const old = steps.get(key);
     if (!old) return;
     steps.delete(key);
     const conv = convs.get(old.c);
     conv.steps = conv.steps.filter((s) => s !== old);
-    if (!conv.steps.length) convs.delete(old.c);
-    conv.dirty = true;
-    order = null;
-    entries = null;
+    if (!conv.steps.length) { convs.delete(old.c); order = null; }
+    touch(conv);
   }
 
   // Steps in (new ones, or newer versions of ones held: `v` counts the server's readings).
@@ -83,15 +87,23 @@
           const now = s.i[n];
           if (now && now.t === it.t && now.id === it.id) { now._h = it._h; now._open = it._open; }
         });
+        if (old.c === s.c) {  // in its place
+          const conv = convs.get(s.c);
+          conv.steps[conv.steps.indexOf(old)] = s;
+          steps.set(key, s);
+          touch(conv);
+          continue;
+        }
       }
       detach(key);
       steps.set(key, s);
       let conv = convs.get(s.c);
-      if (!conv) convs.set(s.c, (conv = { id: s.c, steps: [] }));
+      if (!conv) {
+        convs.set(s.c, (conv = { id: s.c, steps: [], first: Infinity }));
+        if (order) order.push(conv);  // placed when it is sorted
+      }
       conv.steps.push(s);
-      conv.dirty = true;
-      order = null;
-      entries = null;
+      touch(conv);
     }
   }
 
@@ -104,16 +116,29 @@
     }
   }
 
+  const byFirst = (a, b) => a.first - b.first || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+  // The conversations in page order; only those that changed are sorted again, and the order
+  // only when one of them moved (a new conversation is most often the last).
   function sorted() {
-    if (order) return order;
-    for (const conv of convs.values()) {
-      if (!conv.dirty) continue;
+    let moved = !order;
+    for (const conv of dirty) {
+      if (!convs.has(conv.id)) continue;
       conv.steps.sort((a, b) => a.at - b.at || (a.s < b.s ? -1 : a.s > b.s ? 1 : 0));
-      conv.first = conv.steps.reduce((least, s) => Math.min(least, s.first ?? s.at), Infinity);
+      const first = conv.steps.reduce((least, s) => Math.min(least, s.first ?? s.at), Infinity);
+      moved = moved || first !== conv.first;
+      conv.first = first;
       counts(conv);
-      conv.dirty = false;
+      conv.entries = null;
     }
-    order = [...convs.values()].sort((a, b) => a.first - b.first || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    dirty.clear();
+    if (!order) order = [...convs.values()];
+    else if (moved) order = order.filter((c) => convs.get(c.id) === c);
+    if (moved) {
+      let inOrder = true;
+      for (let i = 1; i < order.length && inOrder; i += 1) inOrder = byFirst(order[i - 1], order[i]) <= 0;
+      if (!inOrder) order.sort(byFirst);
+    }
     return order;
   }
 
@@ -153,26 +178,62 @@
       s._q = true;
       if (deadline.timeRemaining() < 2) { requestIdleCallback(index); return; }
     }
+    window.__convtapIndexedAt = performance.now();
   }
 
-  // Everything in page order, one entry a row: a conversation's head, a step's head, an item.
-  // Made again when the data changes; a filter only picks entries from it.
+  // Everything in page order, one entry a row: a conversation's head, a step's head, an item
+  // (each with its height estimated). Made again for the conversations whose data changed; a
+  // filter only picks entries from it.
   let entries = null;
   let itemCount = 0;
+  function convEntries(conv) {
+    if (conv.entries) return conv.entries;
+    const out = [{ kind: "conv", conv, key: `c${JSON.stringify(conv.id)}` }];
+    for (const s of conv.steps) {
+      const key = keyOf(s);
+      out.push({ kind: "step", step: s, key: `s${key}` });
+      s.i.forEach((item, n) => out.push({ kind: "item", step: s, item, key: `i${key}${n}` }));
+    }
+    for (const e of out) e.h0 = guess(e);
+    conv.entries = out;
+    return out;
+  }
+
   function flat() {
-    if (entries) return entries;
+    if (entries && !dirty.size) return entries;
     entries = [];
     itemCount = 0;
+    facetIndex = null;
     for (const conv of sorted()) {
-      entries.push({ kind: "conv", conv, key: `c${JSON.stringify(conv.id)}` });
-      for (const s of conv.steps) {
-        const key = keyOf(s);
-        entries.push({ kind: "step", step: s, key: `s${key}` });
-        s.i.forEach((item, n) => entries.push({ kind: "item", step: s, item, key: `i${key}${n}` }));
-        itemCount += s.i.length;
+      let head = 0, step = 0;
+      for (const e of convEntries(conv)) {
+        if (e.kind === "conv") head = entries.length;
+        else if (e.kind === "step") step = entries.length;
+        else { e.head = head; e.stepAt = step; }
+        entries.push(e);
       }
+      for (const s of conv.steps) itemCount += s.i.length;
     }
     return entries;
+  }
+
+  // The items of each rule, severity and tool (entry indices, in page order): a filter on one
+  // of them looks at those items only.
+  let facetIndex = null;
+  function facets() {
+    if (facetIndex) return facetIndex;
+    facetIndex = new Map();
+    const put = (key, i) => {
+      const list = facetIndex.get(key);
+      if (!list) facetIndex.set(key, [i]);
+      else if (list[list.length - 1] !== i) list.push(i);
+    };
+    entries.forEach((e, i) => {
+      if (e.kind !== "item") return;
+      for (const f of itemFindings(e.item)) { put(`r:${f.rule}`, i); put(`s:${f.sev}`, i); }
+      if (e.item.tool) put(`t:${shown(e.item.tool)}`, i);
+    });
+    return facetIndex;
   }
 
   function apply(f) {
@@ -180,35 +241,72 @@
     filters = { ...f, byFinding: Boolean(f.severity || f.rule) };
     const q = (f.q || "").trim().toLowerCase();
     const narrowing = filters.byFinding || Boolean(f.tool || q);
-    const out = [];
-    const marks = [];  // 1: a conversation's last row; 2: a step after the first shown
+    const all = flat();
+    const out = new Array(all.length);
+    const marks = new Uint8Array(all.length);  // 1: a conversation's last row; 2: a later step
+    let count = 0;
     let items = 0, calls = 0, found = 0;
     let convOk = false, convAt = -1, stepAt = -1, anyStep = false, anyItem = false;
     const endStep = () => {
       if (stepAt < 0) return;
-      if (!anyItem && narrowing) { out.length = stepAt; marks.length = stepAt; } else anyStep = true;
+      if (!anyItem && narrowing) count = stepAt;
+      else anyStep = true;
       stepAt = -1;
     };
     const endConv = () => {
       endStep();
       if (convAt < 0) return;
-      if (!anyStep && narrowing) { out.length = convAt; marks.length = convAt; } else marks[out.length - 1] |= 1;
+      if (!anyStep && narrowing) count = convAt;
+      else marks[count - 1] |= 1;
       convAt = -1;
     };
-    for (const e of flat()) {
+    const wanted = [f.rule && `r:${f.rule}`, f.severity && `s:${f.severity}`, f.tool && `t:${f.tool}`]
+      .filter(Boolean).map((key) => facets().get(key) || []);
+    if (wanted.length) {  // only the items of the rule, severity or tool: with their heads
+      let head = -1, step = -1;
+      for (const i of wanted.reduce((a, b) => (a.length <= b.length ? a : b))) {
+        const e = all[i];
+        const it = e.item;
+        const conv = all[e.head].conv;
+        if (f.conversation && !(conv._shown ?? (conv._shown = shown(conv.id))).includes(f.conversation)) continue;
+        let matched = 0;
+        for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
+        if ((filters.byFinding && !matched) || (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool)) continue;
+        if (q && !searchText(it).includes(q)) continue;
+        if (e.head !== head) {
+          if (head >= 0) marks[count - 1] |= 1;
+          head = e.head;
+          marks[count] = 0;
+          out[count++] = all[head];
+          step = -1;
+        }
+        if (e.stepAt !== step) {
+          marks[count] = step >= 0 ? 2 : 0;
+          step = e.stepAt;
+          out[count++] = all[step];
+        }
+        marks[count] = 0;
+        out[count++] = e;
+        items += 1;
+        calls += it.t === "c" || it.t === "r" ? 1 : 0;
+        found += matched;
+      }
+      if (head >= 0) marks[count - 1] |= 1;
+    }
+    for (const e of wanted.length ? [] : all) {
       if (e.kind === "conv") {
         endConv();
         const id = e.conv._shown ?? (e.conv._shown = shown(e.conv.id));
         convOk = !f.conversation || id.includes(f.conversation);
-        if (convOk) { convAt = out.length; anyStep = false; out.push(e); marks.push(0); }
+        if (convOk) { convAt = count; anyStep = false; marks[count] = 0; out[count++] = e; }
       } else if (!convOk) {
         continue;
       } else if (e.kind === "step") {
         endStep();
-        stepAt = out.length;
+        stepAt = count;
         anyItem = false;
-        out.push(e);
-        marks.push(anyStep ? 2 : 0);
+        marks[count] = anyStep ? 2 : 0;
+        out[count++] = e;
       } else {
         const it = e.item;
         let matched = 0;
@@ -216,8 +314,8 @@
         if (filters.byFinding && !matched) continue;
         if (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool) continue;
         if (q && !searchText(it).includes(q)) continue;
-        out.push(e);
-        marks.push(0);
+        marks[count] = 0;
+        out[count++] = e;
         anyItem = true;
         items += 1;
         calls += it.t === "c" || it.t === "r" ? 1 : 0;
@@ -225,8 +323,9 @@
       }
     }
     endConv();
+    out.length = count;
     rows = out;
-    flags = Uint8Array.from(marks);
+    flags = marks;
     const filtered = KEYS.some((k) => f[k]);
     shownCount.textContent = filtered
       ? `showing ${items} of ${itemCount} items: ${calls} ${calls === 1 ? "call or return" : "calls and returns"}, ${plural(found, "finding")}`
@@ -241,16 +340,16 @@
   // Where a row's measured height is kept: on what it draws, so that it outlives a filter.
   const owner = (row) => (row.kind === "conv" ? row.conv : row.kind === "step" ? row.step : row.item);
 
-  const estimate = (row) => {
-    const known = owner(row)._h;
-    if (known) return known;
+  const estimate = (row) => owner(row)._h || row.h0;
+
+  function guess(row) {
     if (row.kind === "conv") return 56;
     if (row.kind === "step") return 40 + 18 * (row.step.x ? row.step.x.length : 0);
     const it = row.item;
     if (it.t === "m") return 44 + 20 * Math.ceil(Math.min((it.text || "").length, LONG) / 120);
     if (it.t === "c") return 150 + 18 * Math.min(30, Math.ceil(((it.r[0] && it.r[0].json) || "").length / 25));
     return 120;
-  };
+  }
 
   const list = window.convtapList(box, slice, { estimate, draw, remember: (row, h) => { owner(row)._h = h; } });
 
@@ -299,11 +398,11 @@
   }
 
   // The tools the data calls, offered in the tool filter (the page's own list comes first).
-  function offerTools() {
+  function offerTools(from = steps.values()) {
     const select = form.elements.tool;
     const have = new Set([...select.options].map((o) => o.value));
     const found = new Set();
-    for (const s of steps.values()) for (const it of s.i) if (it.tool && (it.t === "c" || (it.t === "r" && it.proto !== "responses"))) found.add(shown(it.tool));
+    for (const s of from) for (const it of s.i) if (it.tool && (it.t === "c" || (it.t === "r" && it.proto !== "responses"))) found.add(shown(it.tool));
     for (const tool of [...found].sort()) if (!have.has(tool)) select.add(new Option(tool, tool));
   }
 
@@ -332,7 +431,7 @@
   window.convtap = {
     add, remove,
     pretty: prettyText,  // JSON text as the page indents it
-    refresh() { offerTools(); apply(read()); },
+    refresh(added) { offerTools(added); apply(read()); },
     clear() { steps.clear(); convs.clear(); gone.clear(); order = null; entries = null; },
     ready() {
       document.getElementById("loading").hidden = true;
@@ -376,10 +475,17 @@
         apply(fromHash() || read());
         window.__convtapFirstAt = performance.now();
       }
-      const lists = await Promise.all(blocks.slice(1).map(unpack));
-      performance.mark("convtap:unpacked");
-      for (const list of lists) add(list);
-      performance.mark("convtap:added");
+      // The rest read block by block, the list drawn again now and then as it grows: the page
+      // stays usable meanwhile (the filters apply to what is read so far).
+      let drawnAt = performance.now();
+      for (const reading of blocks.slice(1).map(unpack)) {
+        add(await reading);
+        if (performance.now() - drawnAt > 500) {
+          apply(fromHash() || read());
+          drawnAt = performance.now();
+        }
+      }
+      performance.mark("convtap:read");
       window.convtap.ready();
     })();
   }

@@ -73,9 +73,10 @@ ON_AN_ORPHAN = """r.call_id IS NULL AND r.flow_id = fd.flow_id
 ORPHAN_OF_FINDING = f"""EXISTS (SELECT 1 FROM temp.convtap_returns_by_flow y
     JOIN tool_returns r ON r.rowid = y.rid WHERE y.k = fd.flow_id AND {ON_AN_ORPHAN})"""
 
-STEP_KEYS = f"""SELECT conv, step, min(at) AS first,
-    coalesce((SELECT started_at FROM turns WHERE id = step),
-             (SELECT started_at FROM flows WHERE id = step), min(at)) AS start FROM (
+# Every step, in page order: conversations by their earliest row (then their key), each one's
+# steps by when they started (their turn's or their flow's start, else their earliest row's; then
+# their id). Sorted by SQLite, which spills to a temporary file past its cache: read as a stream.
+STEP_KEYS = f"""WITH step AS (SELECT conv, step, min(at) AS first FROM (
     SELECT coalesce(conversation_id, '') AS conv, id AS step, started_at AS at FROM turns
     UNION ALL SELECT {PREVIOUS}, f.id, f.started_at FROM flows f
         WHERE f.kind = 'responses' AND {PREVIOUS} IS NOT NULL
@@ -88,14 +89,18 @@ STEP_KEYS = f"""SELECT conv, step, min(at) AS first,
     UNION ALL SELECT coalesce(fd.conversation_id, ''), coalesce(fd.flow_id, ''),
         (SELECT started_at FROM flows WHERE id = fd.flow_id)
         FROM findings fd WHERE NOT {ON_A_CALL} AND NOT {ORPHAN_OF_FINDING}
-) GROUP BY conv, step"""
+) GROUP BY conv, step)
+SELECT conv, step FROM (
+    SELECT conv, step, coalesce(min(first) OVER (PARTITION BY conv), 0.0) AS conv_first,
+        coalesce((SELECT started_at FROM turns WHERE id = step),
+                 (SELECT started_at FROM flows WHERE id = step), first, 0.0) AS start
+    FROM step)
+ORDER BY conv_first, conv, start, step"""
 
 
-def step_keys(capture: sqlite_utils.Database) -> list[tuple[str, str, float, float]]:
-    """Every step (conversation key, step id, the earliest time of its rows, when it started:
-    its turn's or its flow's start, else its earliest row's); in no order."""
-    return [(str(c), str(s), float(f or 0.0), float(t or 0.0))
-            for c, s, f, t in capture.execute(STEP_KEYS)]  # fmt: skip
+def step_keys(capture: sqlite_utils.Database) -> Iterator[tuple[str, str]]:
+    """Every step (conversation key, step id) in page order, streamed."""
+    return ((str(c), str(s)) for c, s in capture.execute(STEP_KEYS))
 
 
 # -- the rows of a batch of steps ------------------------------------------------------------
