@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -148,6 +149,7 @@ def main() -> None:
     binary = shutil.which("chromium")
     if binary is None:
         sys.exit("live_bench: Debian's chromium is not installed (apt-get install chromium)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'calls':>7} {'first s':>8} {'page s':>7} {'update ms':>16} {'sent':>5} {'look us':>8}"
           f" {'parts s':>8} | {'first s':>7} {'open s':>13} {'indexed s':>9} {'rule ms':>14}"
           f" {'search ms':>14}"
@@ -168,6 +170,7 @@ def main() -> None:
                   f" {b['again'] * 1000:>9.0f} {b['shown']:>8.2f}")  # fmt: skip
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
+    print(f"load average {os.getloadavg()[0]:.1f}")
     print("value/target=ratio (≤ 1 meets it). Server: first, the reading of the whole capture")
     print("when it starts; page, the page it serves; update, reading one session more and the")
     print("message a page is sent (sent: its steps, 2: the session's turns); look, whether")
