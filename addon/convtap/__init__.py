@@ -1,14 +1,16 @@
-"""convtap: an intercepting proxy and protocol recorder for ChatGPT's conversation backend.
+"""convtap: an intercepting proxy and protocol recorder for ChatGPT's conversation backend and
+the OpenAI Responses API.
 
 The package is cut in layers, each importing only the ones below it (import-linter checks this
-in `make lint`):
+in `make lint`; docs/architecture.md says why each exists):
 
-    cli       the `convtap` command: parse, call one library function, render
-    mock      the local upstream, its scenarios, the reference client, the demo
-    diff      shapes of captures and what changed between them
-    proxy     the mitmproxy addon: recognise, tap, hand events to the recorder
-    record    the recorder (fed typed events), redaction, the store, readers of capture files
-    contract  the rules (one function per rule id), the audit, report formats
-    wire      SSE framing, delta v1, the WebSocket turn topic, turns, the Responses stream
-    models    pydantic models of the wire types
+    cli                 the `convtap` command, one module per family of commands
+    mock                the local upstream, its scenarios, the reference client, the demo
+    diff, proxy, report shapes of captures and what changed; the mitmproxy addon; the HTML page
+    ingest, export      readers of capture files, replay and `decode`; the HAR export
+    record              the recording pipeline per protocol and the recorder process
+    journal, store      the proxy-to-recorder hand-off on disk; the capture database (all SQL)
+    redact, contract    what is secret and how it is replaced; the rules and the audit
+    wire                SSE framing, delta v1, the WebSocket turn topic, the Responses stream
+    models              pydantic models of the wire types
 """

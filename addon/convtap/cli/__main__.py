@@ -1,0 +1,3 @@
+from convtap.cli import main
+
+main()

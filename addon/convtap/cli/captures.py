@@ -1,0 +1,239 @@
+"""Commands on a capture file: `import`, `export`, `reprocess`, `calls`, `report` and
+`datasette-metadata`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from convtap.cli.common import db_option, fail, main, say, say_unrecorded, why_unreadable
+
+
+@main.command("import")
+@click.argument(
+    "files",
+    nargs=-1,
+    required=True,
+    metavar="FILE...",
+    type=click.Path(dir_okay=False, path_type=Path),
+)
+@db_option
+@click.option("--no-redact", is_flag=True, help="Store secrets in clear (loudly).")
+def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
+    """Import mitmproxy flow files (.mitm), HAR files and raw .sse bodies into --db.
+
+    They go through the same pipeline as live traffic; flows already in the database are
+    skipped, so importing a file twice adds nothing.
+
+    \b
+    Example:
+      convtap import session.har --db captures/audit.db
+      convtap import flows.mitm body.sse
+    """
+    from convtap.ingest.capture import import_into
+    from convtap.store.database import StoreError
+
+    for path in files:
+        if not path.is_file():
+            fail(f"cannot read {path}: {why_unreadable(path)}")
+    try:
+        total = sum(p.stat().st_size for p in files)
+        with click.progressbar(length=total, label="importing", file=sys.stderr,
+                               hidden=not sys.stderr.isatty()) as bar:  # fmt: skip
+            results = import_into(db, list(files), redact=not no_redact, progress=bar.update)
+    except StoreError as exc:
+        fail(str(exc))
+    for result in results:
+        if result.error is None or result.imported or result.skipped:
+            click.echo(f"imported {result.imported} flows from {result.path} into {db} "
+                       f"({result.skipped} already there)")  # fmt: skip
+        if result.error:
+            say(result.error)
+    if any(result.error for result in results):
+        sys.exit(2)
+
+
+@main.command("export")
+@db_option
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.har",
+    help="The HAR file to write (replaced if it exists).",
+)
+@click.option(
+    "--blank-words",
+    "--shape-only",
+    "blank_words",
+    is_flag=True,
+    help="Replace every natural-language string by a placeholder of the same length; keep ids, "
+    "enumerations, numbers and structure (--shape-only is its earlier name).",
+)
+def export(db: Path, output: Path, blank_words: bool) -> None:
+    """Export a capture as a HAR 1.2 file that convtap import, browsers and mitmproxy read.
+
+    Secrets stay redacted as stored. With --blank-words the export still decodes, audits to the
+    same findings and diffs without a breaking change, but holds none of the conversation's
+    words.
+
+    \b
+    Example:
+      convtap export --db captures/capture.db --output session.har
+      convtap export --blank-words --output blank.har   # to share with a bug report
+    """
+    from convtap.export.har import export_har
+    from convtap.store.database import StoreError
+
+    try:
+        count = export_har(db, output, blank_words=blank_words)
+    except StoreError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    say_unrecorded(db)
+    blanked = " (words blanked)" if blank_words else ""
+    click.echo(f"exported {count} flows into {output}{blanked}")
+
+
+@main.command()
+@db_option
+def reprocess(db: Path) -> None:
+    """Decode a capture again, from its raw events, with this version's decoder.
+
+    Flows and raw events stay; turns, messages, calls, returns and findings are rebuilt.
+    """
+    from convtap.ingest.replay import reprocess_db
+    from convtap.store.database import StoreError
+
+    try:
+        count = reprocess_db(db)
+    except StoreError as exc:
+        fail(str(exc))
+    click.echo(f"reprocessed {count} flows in {db}")
+
+
+@main.command()
+@db_option
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--wide", is_flag=True, help="Ids and tool names whole (else the table fits 120 columns)."
+)
+def calls(db: Path, fmt: str, wide: bool) -> None:
+    """The call ledger: one row per tool call, with its return and what became of it.
+
+    \b
+    Example:
+      convtap calls --db captures/capture.db
+    """
+    from convtap.ingest.capture import ledger
+    from convtap.store.database import StoreError
+
+    try:
+        rows = ledger(db)
+    except StoreError as exc:
+        fail(str(exc))
+    say_unrecorded(db)
+    if fmt == "json":
+        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    click.echo(render_ledger(rows, wide=wide))
+
+
+ID_WIDTH, TOOL_WIDTH = 14, 24  # columns of an id and a tool name in `calls` (120 in all)
+
+
+def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+    from convtap.wire.responses import qualified_name
+
+    """The ledger as a table that fits 120 columns: ids and tool names cut (`…`) unless
+    `wide`; `--format json` has them whole."""
+    if not rows:
+        return "no tool calls recorded"
+
+    def cut(text: str, width: int) -> str:
+        return text if wide or len(text) <= width else text[: width - 1] + "…"
+
+    header = ("tool", "call id", "conversation", "called at", "return id", "answered",
+              "accepted", "continued", "findings")  # fmt: skip
+    table = [header]
+    for r in rows:
+        called = (
+            time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
+        )
+        tool = r["recipient"]
+        if r["protocol"] == "responses":  # a function of a namespace tool: namespace.name
+            tool = qualified_name(r.get("namespace"), r["tool"])
+        conversation, returned = r["conversation_id"] or "-", r["return_id"] or "-"
+        table.append((
+            cut(tool or "-", TOOL_WIDTH), cut(r["call_id"], ID_WIDTH), cut(conversation, ID_WIDTH),
+            called, cut(returned, ID_WIDTH), _yes(r["answered"]), _yes(r["accepted"]),
+            _yes(r["continued"]), str(r["findings"]),
+        ))  # fmt: skip
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+@main.command()
+@db_option
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the page (default: beside the database, .html added to its name).",
+)
+def report(db: Path, output: Path | None) -> None:
+    """Write one self-contained HTML page of a capture: a summary, each conversation's turns
+    with every call, its return and its findings, filters and the rules explained.
+
+    The page loads nothing from the network: open it from disk or attach it to a CI run.
+    Prints the path written.
+
+    \b
+    Example:
+      convtap report --db captures/capture.db        # writes captures/capture.db.html
+      convtap report --db ci.db --output convtap-report.html
+    """
+    from convtap.report.page import ReportError, report_path, write_report
+    from convtap.store.database import StoreError
+
+    try:
+        path = write_report(db, output or report_path(db))
+    except (StoreError, ReportError) as exc:
+        fail(str(exc))
+    say_unrecorded(db)
+    click.echo(str(path))
+
+
+@main.command("datasette-metadata")
+@click.option(
+    "--name",
+    default="capture",
+    show_default=True,
+    help="The database's name in Datasette: its file's name without .db.",
+)
+def datasette_metadata(name: str) -> None:
+    """Print Datasette metadata with convtap's canned queries, for a Datasette without
+    convtap's plugin (with it, every capture has them, whatever its name).
+
+    \b
+    Example:
+      convtap datasette-metadata --name demo > metadata.json
+      datasette captures/demo.db -m metadata.json
+    """
+    from convtap.store.canned import metadata
+
+    click.echo(json.dumps(metadata(name), indent=2, ensure_ascii=False))

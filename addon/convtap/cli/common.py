@@ -1,0 +1,143 @@
+"""What every command shares: the command group, its one-line usage errors, `fail` and `say`,
+the `--db` option and the checks of a port, a host and a file to read."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from convtap.store import DEFAULT_DB
+from convtap.wire.jsonvalue import allow_deep_json
+
+MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
+
+db_option = click.option(
+    "--db", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DB,
+    show_default=True, help="The capture database.",
+)  # fmt: skip
+
+
+class OneLineUsageError(click.UsageError):
+    """Bad usage (an unknown option, a value out of range, a directory for a file) said in one
+    line, as every other bad input is: `convtap: …` on stderr, exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
+        say(f"{self.format_message().rstrip('.')}{where}")
+
+
+class Commands(click.Group):
+    """convtap's commands, whose usage errors take one line."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:  # a command's own options (it is made here)
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="convtap")
+def main() -> None:
+    """convtap: record, decode and audit ChatGPT's f/conversation protocol."""
+    allow_deep_json()
+    for name in ("stdout", "stderr"):  # started with it closed (`>&-`): what it says goes nowhere
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115
+
+
+def port_in_use(host: str, port: int) -> str | None:
+    """Why `port` cannot be listened on (mitmproxy would stop with its own hint and a new
+    database left behind), or None. A check before the proxy starts: a race with another
+    program remains, and mitmproxy's own error covers it."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as mitmproxy binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def host_unknown(host: str) -> str | None:
+    """Why `host` names no address to listen on, or None ("" is every address)."""
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc)
+    return None
+
+
+def why_unreadable(path: Path) -> str:
+    """Why a file given to read is not one (it is not a regular file)."""
+    if os.path.exists(path):
+        return "not a regular file (a FIFO, device or socket)"
+    return "no such file"
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input or usage: one line on stderr, exit 2."""
+    say(message)
+    sys.exit(2)
+
+
+def say(message: str) -> None:
+    """`convtap: MESSAGE` on stderr, one line even when a file's name holds a line break. A value
+    the message quotes from the input may be a secret (a CI log keeps it): secret-shaped ones are
+    blanked."""
+    from convtap.redact.patterns import find_secrets
+
+    for start, end, _ in reversed(find_secrets(message)):
+        message = f"{message[:start]}<secret>{message[end:]}"
+    click.echo(f"convtap: {_CONTROL.sub(lambda m: repr(m.group())[1:-1], message)}", err=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def say_unrecorded(db: Path) -> None:
+    """One line on stderr when traffic captured for `db` is not in it yet (in its journal):
+    what a command shows of it may miss that traffic."""
+    from convtap.ingest.capture import unrecorded
+    from convtap.store.database import StoreError
+
+    try:
+        left = unrecorded(db)
+    except (StoreError, OSError):
+        return
+    if left is None:
+        return
+    size = f"{left.bytes / 1e6:.1f} MB" if left.bytes >= 100_000 else f"{left.bytes:,} bytes"
+    if left.recording:
+        click.echo(f"convtap: {size} of traffic is still being recorded into {db} (its recorder"
+                   " is catching up): this may miss it", err=True)  # fmt: skip
+    else:
+        click.echo(f"convtap: {size} of traffic captured for {db} was not recorded into it (its"
+                   f" recording stopped first): `convtap record --catch-up --db {db}` records it",
+                   err=True)  # fmt: skip
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """One file by device and inode (a link too); False when either is not there."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
