@@ -10,7 +10,7 @@ when the call is recorded (on the very return it names, when there is one), else
 return of its flow it names when that return answers no recorded call, else on its request: each
 finding is placed exactly once.
 
-The shape of a step (keys left out when empty):
+The shape of a step (a value missing or null when there is none):
 
     {"c": conversation id ("" for none), "s": step id ("" for none), "kind": "turn" | "responses"
      | a flow's kind | "request", "at": when it started, "first": the earliest of its rows,

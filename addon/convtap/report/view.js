@@ -171,7 +171,8 @@
     return it._q;
   }
 
-  function index(deadline) {  // the search text of every item, a slice at a time when idle
+  function index(deadline) {  // the filters' facts and search text, a slice at a time when idle
+    facets();
     for (const s of steps.values()) {
       if (s._q) continue;
       for (const it of s.i) searchText(it);
@@ -221,6 +222,7 @@
   // of them looks at those items only.
   let facetIndex = null;
   function facets() {
+    const all = flat();
     if (facetIndex) return facetIndex;
     facetIndex = new Map();
     const put = (key, i) => {
@@ -228,7 +230,7 @@
       if (!list) facetIndex.set(key, [i]);
       else if (list[list.length - 1] !== i) list.push(i);
     };
-    entries.forEach((e, i) => {
+    all.forEach((e, i) => {
       if (e.kind !== "item") return;
       for (const f of itemFindings(e.item)) { put(`r:${f.rule}`, i); put(`s:${f.sev}`, i); }
       if (e.item.tool) put(`t:${shown(e.item.tool)}`, i);
@@ -236,99 +238,105 @@
     return facetIndex;
   }
 
-  function apply(f) {
-    const started = performance.now();
-    filters = { ...f, byFinding: Boolean(f.severity || f.rule) };
-    const q = (f.q || "").trim().toLowerCase();
-    const narrowing = filters.byFinding || Boolean(f.tool || q);
-    const all = flat();
-    const out = new Array(all.length);
-    const marks = new Uint8Array(all.length);  // 1: a conversation's last row; 2: a later step
-    let count = 0;
-    let items = 0, calls = 0, found = 0;
+  // What a filter lets through, picked from the entries: `out` (the rows) and `marks` (for
+  // each, 1: its conversation's last row, 2: a step after the first one shown), and the counts.
+  function Picked(size) {
+    return { out: new Array(size), marks: new Uint8Array(size), count: 0, items: 0, calls: 0, found: 0,
+      take(e, mark) { this.marks[this.count] = mark; this.out[this.count++] = e; } };
+  }
+
+  // How many findings of an item the filter asks for; -1 when the item is not shown.
+  function matches(it, f, q) {
+    let matched = 0;
+    for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
+    if (filters.byFinding && !matched) return -1;
+    if (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool) return -1;
+    if (q && !searchText(it).includes(q)) return -1;
+    return matched;
+  }
+
+  const convShown = (conv, f) => !f.conversation || (conv._shown ?? (conv._shown = shown(conv.id))).includes(f.conversation);
+
+  function counted(p, it, matched) {
+    p.items += 1;
+    p.calls += it.t === "c" || it.t === "r" ? 1 : 0;
+    p.found += matched;
+  }
+
+  // A filter on a rule, a severity or a tool: only its items are looked at, with their heads.
+  function pickFacet(all, lists, f, q, p) {
+    let head = -1, step = -1;
+    for (const i of lists.reduce((a, b) => (a.length <= b.length ? a : b))) {
+      const e = all[i];
+      const matched = convShown(all[e.head].conv, f) ? matches(e.item, f, q) : -1;
+      if (matched < 0) continue;
+      if (e.head !== head) {
+        if (head >= 0) p.marks[p.count - 1] |= 1;
+        head = e.head;
+        p.take(all[head], 0);
+        step = -1;
+      }
+      if (e.stepAt !== step) {
+        p.take(all[e.stepAt], step >= 0 ? 2 : 0);
+        step = e.stepAt;
+      }
+      p.take(e, 0);
+      counted(p, e.item, matched);
+    }
+    if (head >= 0) p.marks[p.count - 1] |= 1;
+  }
+
+  // Any other filter: every entry looked at; a step or a conversation left with nothing shown
+  // is left out when the filter narrows the items.
+  function pickAll(all, f, q, narrowing, p) {
     let convOk = false, convAt = -1, stepAt = -1, anyStep = false, anyItem = false;
     const endStep = () => {
-      if (stepAt < 0) return;
-      if (!anyItem && narrowing) count = stepAt;
-      else anyStep = true;
+      if (stepAt >= 0 && !anyItem && narrowing) p.count = stepAt;
+      else if (stepAt >= 0) anyStep = true;
       stepAt = -1;
     };
     const endConv = () => {
       endStep();
-      if (convAt < 0) return;
-      if (!anyStep && narrowing) count = convAt;
-      else marks[count - 1] |= 1;
+      if (convAt >= 0 && !anyStep && narrowing) p.count = convAt;
+      else if (convAt >= 0) p.marks[p.count - 1] |= 1;
       convAt = -1;
     };
-    const wanted = [f.rule && `r:${f.rule}`, f.severity && `s:${f.severity}`, f.tool && `t:${f.tool}`]
-      .filter(Boolean).map((key) => facets().get(key) || []);
-    if (wanted.length) {  // only the items of the rule, severity or tool: with their heads
-      let head = -1, step = -1;
-      for (const i of wanted.reduce((a, b) => (a.length <= b.length ? a : b))) {
-        const e = all[i];
-        const it = e.item;
-        const conv = all[e.head].conv;
-        if (f.conversation && !(conv._shown ?? (conv._shown = shown(conv.id))).includes(f.conversation)) continue;
-        let matched = 0;
-        for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
-        if ((filters.byFinding && !matched) || (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool)) continue;
-        if (q && !searchText(it).includes(q)) continue;
-        if (e.head !== head) {
-          if (head >= 0) marks[count - 1] |= 1;
-          head = e.head;
-          marks[count] = 0;
-          out[count++] = all[head];
-          step = -1;
-        }
-        if (e.stepAt !== step) {
-          marks[count] = step >= 0 ? 2 : 0;
-          step = e.stepAt;
-          out[count++] = all[step];
-        }
-        marks[count] = 0;
-        out[count++] = e;
-        items += 1;
-        calls += it.t === "c" || it.t === "r" ? 1 : 0;
-        found += matched;
-      }
-      if (head >= 0) marks[count - 1] |= 1;
-    }
-    for (const e of wanted.length ? [] : all) {
+    for (const e of all) {
       if (e.kind === "conv") {
         endConv();
-        const id = e.conv._shown ?? (e.conv._shown = shown(e.conv.id));
-        convOk = !f.conversation || id.includes(f.conversation);
-        if (convOk) { convAt = count; anyStep = false; marks[count] = 0; out[count++] = e; }
-      } else if (!convOk) {
-        continue;
-      } else if (e.kind === "step") {
+        convOk = convShown(e.conv, f);
+        if (convOk) { convAt = p.count; anyStep = false; p.take(e, 0); }
+      } else if (convOk && e.kind === "step") {
         endStep();
-        stepAt = count;
+        stepAt = p.count;
         anyItem = false;
-        marks[count] = anyStep ? 2 : 0;
-        out[count++] = e;
-      } else {
-        const it = e.item;
-        let matched = 0;
-        for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
-        if (filters.byFinding && !matched) continue;
-        if (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool) continue;
-        if (q && !searchText(it).includes(q)) continue;
-        marks[count] = 0;
-        out[count++] = e;
+        p.take(e, anyStep ? 2 : 0);
+      } else if (convOk) {
+        const matched = matches(e.item, f, q);
+        if (matched < 0) continue;
+        p.take(e, 0);
         anyItem = true;
-        items += 1;
-        calls += it.t === "c" || it.t === "r" ? 1 : 0;
-        found += matched;
+        counted(p, e.item, matched);
       }
     }
     endConv();
-    out.length = count;
-    rows = out;
-    flags = marks;
-    const filtered = KEYS.some((k) => f[k]);
-    shownCount.textContent = filtered
-      ? `showing ${items} of ${itemCount} items: ${calls} ${calls === 1 ? "call or return" : "calls and returns"}, ${plural(found, "finding")}`
+  }
+
+  function apply(f) {
+    const started = performance.now();
+    filters = { ...f, byFinding: Boolean(f.severity || f.rule) };
+    const q = (f.q || "").trim().toLowerCase();
+    const all = flat();
+    const p = Picked(all.length);
+    const lists = [f.rule && `r:${f.rule}`, f.severity && `s:${f.severity}`, f.tool && `t:${f.tool}`]
+      .filter(Boolean).map((key) => facets().get(key) || []);
+    if (lists.length) pickFacet(all, lists, f, q, p);
+    else pickAll(all, f, q, Boolean(q), p);
+    p.out.length = p.count;
+    rows = p.out;
+    flags = p.marks;
+    shownCount.textContent = KEYS.some((k) => f[k])
+      ? `showing ${p.items} of ${itemCount} items: ${p.calls} ${p.calls === 1 ? "call or return" : "calls and returns"}, ${plural(p.found, "finding")}`
       : `${itemCount} items`;
     document.getElementById("nothing").hidden = convs.size > 0;
     list.show(rows);
