@@ -13,16 +13,17 @@ finding is placed exactly once.
 The shape of a step (a value missing or null when there is none):
 
     {"c": conversation id ("" for none), "s": step id ("" for none), "kind": "turn" | "responses"
-     | a flow's kind | "request", "at": when it started, "first": the earliest of its rows,
-     "h": {model, client, started, status, outcome, events, legs, ws, truncated, errors,
-     failure}, "x": [lines of a Responses exchange], "i": [items in page order]}
+     | a flow's kind | "request", "at": when it started, "first": the earliest of its rows
+     (when earlier), "h": {model, client, started, status, outcome, events, legs, ws,
+     truncated, errors, failure}, "x": [lines of a Responses exchange], "i": [items in order]}
 
 An item is `{"t": "m"}` a message (id, role, name, to, ch, st, ct, text, at), `{"t": "c"}` a
 call (id, proto, tool, kind, to, name, item, at, args, msg: [channel, status], life: four
 [done, at] for called, answered, accepted, continued; r: its returns, f: its findings on no
 particular return), `{"t": "r"}` a return answering no recorded call, `{"t": "f"}` a finding on
-the request. A return is {id, mid, proto, flow, tool, bcid, at, json, marks: [[path, rules]], f};
-a finding {id, rule, sev, msg, exp, act} (`exp`, `act`: the evidence as JSON text).
+the request. A return is {id, mid, flow, at, json, marks: [[path, rules]], f} (and proto, tool,
+bcid when it answers no recorded call); a finding {id, rule, sev, msg, exp, act} (`exp`, `act`:
+the evidence as JSON text).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def build_steps(capture: sqlite_utils.Database, steps: Iterable[str]) -> dict[St
             items[(c["conv"], c["step"])].append(((c["at"] or 0.0, "call", c["row_id"]), value))
     orphans: dict[int, dict[str, Any]] = {}
     for r in rows["orphans"]:
-        orphans[r["row_id"]] = item = {"t": "r", **_return(r)}
+        orphans[r["row_id"]] = item = {"t": "r", **_return(r, orphan=True)}
         items[(r["conv"], r["step"])].append(
             ((r["returned_at"] or 0.0, "return", r["row_id"]), item)
         )
@@ -109,8 +110,11 @@ def _step(key: StepKey, head: Step, items: list[tuple[tuple[Any, ...], dict[str,
     times = [order[0] for order, _ in items if order[0]]
     at = head.pop("at", None)
     start = at if at is not None else min(times, default=0.0)
-    return {"c": key[0], "s": key[1], **head, "at": start, "first": min([start, *times]),
-            "i": [item for _, item in items]}  # fmt: skip
+    step = {"c": key[0], "s": key[1], **head, "at": start, "i": [item for _, item in items]}
+    first = min([start, *times])
+    if first != start:  # else the page reads `at`
+        step["first"] = first
+    return step
 
 
 def _pruned(value: dict[str, Any]) -> dict[str, Any]:
@@ -154,9 +158,9 @@ def _exchange(capture: sqlite_utils.Database, flow: Row) -> list[str]:
 
 
 def _message(m: Row) -> dict[str, Any]:
-    return {"t": "m", "id": m["id"], "role": m["role"], "name": m["name"], "to": m["recipient"],
-            "ch": m["channel"], "st": m["status"], "ct": m["content_type"], "text": m["text"],
-            "at": m["at"]}  # fmt: skip
+    return _pruned({"t": "m", "id": m["id"], "role": m["role"], "name": m["name"],
+                    "to": m["recipient"], "ch": m["channel"], "st": m["status"],
+                    "ct": m["content_type"], "text": m["text"], "at": m["at"]})  # fmt: skip
 
 
 def _call_item(call: dict[str, Any], m: Row) -> dict[str, Any]:
@@ -235,10 +239,14 @@ def _continued_at(r: Row) -> float | None:
     return at
 
 
-def _return(r: Row) -> dict[str, Any]:
-    return {"id": r["id"], "mid": r["message_id"], "proto": r["protocol"], "flow": r["flow_id"],
-            "tool": r["tool"], "bcid": r["body_call_id"], "at": r["returned_at"],
-            "json": r["message"], "f": []}  # fmt: skip
+def _return(r: Row, *, orphan: bool = False) -> dict[str, Any]:
+    """A return; one answering no recorded call says what it names (its tool, its body's
+    call_id, its protocol): a call's returns have those on the call."""
+    value = {"id": r["id"], "mid": r["message_id"], "flow": r["flow_id"], "at": r["returned_at"],
+             "json": r["message"], "f": []}  # fmt: skip
+    if orphan:
+        value.update(proto=r["protocol"], tool=r["tool"], bcid=r["body_call_id"])
+    return value
 
 
 def _finding(row: Row) -> dict[str, Any]:
