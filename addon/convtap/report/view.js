@@ -179,7 +179,37 @@
       s._q = true;
       if (deadline.timeRemaining() < 2) { requestIdleCallback(index); return; }
     }
+    corpus();
     window.__convtapIndexedAt = performance.now();
+  }
+
+  // Every item's search text in one string, in page order, searched with indexOf (one call
+  // finds the next hit however many items lie before it); `starts` maps a hit to its item.
+  let searchable = null;
+  function corpus() {
+    const all = flat();
+    if (searchable && searchable.of === all) return searchable;
+    const items = [];
+    const texts = [];
+    for (const e of all) if (e.kind === "item") { items.push(e.item); texts.push(searchText(e.item)); }
+    const starts = new Float64Array(items.length + 1);
+    let at = 0;
+    texts.forEach((t, n) => { starts[n] = at; at += t.length + 1; });
+    starts[items.length] = at;
+    searchable = { of: all, text: texts.join("\u0000"), starts, items };
+    return searchable;
+  }
+
+  function found(q) {  // the items whose search text holds q
+    const { text, starts, items } = corpus();
+    const hits = new Set();
+    for (let at = text.indexOf(q); at >= 0;) {
+      let lo = 0, hi = items.length - 1;
+      while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (starts[mid] <= at) lo = mid; else hi = mid - 1; }
+      if (searchText(items[lo]).includes(q)) hits.add(items[lo]);  // not across two items
+      at = text.indexOf(q, starts[lo + 1]);
+    }
+    return hits;
   }
 
   // Everything in page order, one entry a row: a conversation's head, a step's head, an item
@@ -251,9 +281,10 @@
     for (const fe of itemFindings(it)) if (findingOk(fe)) matched += 1;
     if (filters.byFinding && !matched) return -1;
     if (f.tool && (it._tool ?? (it._tool = shown(it.tool || ""))) !== f.tool) return -1;
-    if (q && !searchText(it).includes(q)) return -1;
+    if (q && !(hits ? hits.has(it) : searchText(it).includes(q))) return -1;
     return matched;
   }
+  let hits = null;  // the items a text search found (when every item is looked at)
 
   const convShown = (conv, f) => !f.conversation || (conv._shown ?? (conv._shown = shown(conv.id))).includes(f.conversation);
 
@@ -331,7 +362,11 @@
     const lists = [f.rule && `r:${f.rule}`, f.severity && `s:${f.severity}`, f.tool && `t:${f.tool}`]
       .filter(Boolean).map((key) => facets().get(key) || []);
     if (lists.length) pickFacet(all, lists, f, q, p);
-    else pickAll(all, f, q, Boolean(q), p);
+    else {
+      hits = q ? found(q) : null;
+      pickAll(all, f, q, Boolean(q), p);
+      hits = null;
+    }
     p.out.length = p.count;
     rows = p.out;
     flags = p.marks;
@@ -438,6 +473,7 @@
   // What the live page's script calls: steps in and out, then drawn again with the filters kept.
   window.convtap = {
     add, remove,
+    draw() { apply(fromHash() || read()); },  // what is read so far, before the rest
     pretty: prettyText,  // JSON text as the page indents it
     refresh(added) { offerTools(added); apply(read()); },
     clear() { steps.clear(); convs.clear(); gone.clear(); order = null; entries = null; },
@@ -458,43 +494,4 @@
     write(all);
     return apply(all);
   };
-
-  // -- the report's own data ------------------------------------------------------------------
-
-  function bytes(base64) {
-    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(base64);
-    const binary = atob(base64);
-    const out = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i += 1) out[i] = binary.charCodeAt(i);
-    return out;
-  }
-
-  async function unpack(base64) {
-    const stream = new Blob([bytes(base64)]).stream().pipeThrough(new DecompressionStream("gzip"));
-    return JSON.parse(await new Response(stream).text());
-  }
-
-  const data = document.getElementById("convtap-data");
-  if (data) {
-    (async () => {
-      const blocks = data.textContent.split("\n").filter((b) => b.trim());
-      if (blocks.length) {  // the first screen first, then the rest
-        add(await unpack(blocks[0]));
-        apply(fromHash() || read());
-        window.__convtapFirstAt = performance.now();
-      }
-      // The rest read block by block, the list drawn again now and then as it grows: the page
-      // stays usable meanwhile (the filters apply to what is read so far).
-      let drawnAt = performance.now();
-      for (const reading of blocks.slice(1).map(unpack)) {
-        add(await reading);
-        if (performance.now() - drawnAt > 500) {
-          apply(fromHash() || read());
-          drawnAt = performance.now();
-        }
-      }
-      performance.mark("convtap:read");
-      window.convtap.ready();
-    })();
-  }
 })();
