@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/import_memory_bench.py
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/recorder_bench.py
+	$(BIN)/python bench/redaction_bench.py
 	$(BIN)/python bench/burst_bench.py
 	$(BIN)/python bench/audit_bench.py
 	$(BIN)/python bench/diff_bench.py

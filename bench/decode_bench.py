@@ -249,7 +249,7 @@ def responses_decoder(chunk: int) -> Callable[[list[bytes]], int]:
     def run(bodies: list[bytes]) -> int:
         count = 0
         for body in bodies:
-            stream = ResponsesStream(collect=False)  # as `convtap decode` reads it
+            stream = ResponsesStream()  # as `convtap decode` reads it
             for i in range(0, len(body), chunk):
                 stream.feed(body[i : i + chunk])
             stream.end_leg()

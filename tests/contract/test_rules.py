@@ -22,6 +22,8 @@ PROTOCOL_RULES = [
     "challenge-reused", "handoff-missing", "execution-target", "prepare-missing",
     "responses-output-call-id", "responses-output-names-tool", "responses-output-type",
     "responses-tool-search", "responses-tools-valid", "responses-call-unanswered",
+    "responses-item-duplicate", "responses-chain-broken", "responses-orphan-repeated",
+    "responses-socket-overlap",
 ]  # fmt: skip
 
 
@@ -364,3 +366,50 @@ def test_an_output_naming_a_tool_with_a_null_call_id_is_the_same_warning() -> No
     goal = {"type": "function_call_output", "call_id": None, "id": "fco_1",
             "name": "goal_objective", "namespace": "agent", "output": "done"}  # fmt: skip
     assert audited(("request", {"input": [goal]})) == [("responses-output-names-tool", "warning")]
+
+
+def test_handoff_is_expected_only_of_a_client_that_declares_local_functions() -> None:
+    """A browser declares no local function (a 2026-04 ChatGPT Plus capture, accepted by the
+    server): no handoff to expect. A client that declares one and leaves handoff out still draws
+    the warning."""
+    from convtap.contract.auditor import Auditor
+    from convtap.wire.session import read_turn_request
+
+    user = {"id": "u1", "author": {"role": "user"}, "content": {"content_type": "text",
+                                                                "parts": ["hi"]}}  # fmt: skip
+
+    def rules(body: dict[str, Any]) -> list[str]:
+        return [f.rule for f in Auditor().request("f", body, 1.0, read_turn_request(body))]
+
+    assert "handoff-missing" not in rules({"messages": [user]})
+    assert "handoff-missing" not in rules({"messages": [user], "local_function_signatures": []})
+    declared = [{"name": "alefita_way", "parameters": {"type": "object"}}]
+    assert "handoff-missing" in rules({"messages": [user], "local_function_signatures": declared})
+
+
+def test_a_text_answer_does_not_hide_an_output_that_answers_nothing() -> None:
+    """The previous response held no call: an output naming a call that exists nowhere is
+    judged all the same."""
+    answer = {"type": "function_call_output", "call_id": "call_nowhere", "output": "x"}
+    steps = [("request", {"input": "hi"}), ("response", ("resp_text", [])),
+             ("request", {"previous_response_id": "resp_text", "input": [answer]})]  # fmt: skip
+    assert audited(*steps) == [("responses-output-call-id", "error")]
+
+
+@pytest.mark.parametrize(
+    "rule_id",
+    ["responses-item-duplicate", "responses-chain-broken", "responses-orphan-repeated",
+     "responses-socket-overlap"],
+)  # fmt: skip
+def test_the_field_rules_find_the_same_live_and_in_the_audit(rule_id: str, tmp_path: Path) -> None:
+    """What the recorder finds as it records a fixture is what `convtap audit` finds from the
+    capture afterwards (the same facts: live from the traffic, afterwards from the rows)."""
+    import sqlite3
+
+    for name in ("fail", "pass"):
+        db = tmp_path / f"{name}.db"
+        import_into(db, [FIXTURES / rule_id / f"{name}.har"])
+        with sqlite3.connect(db) as conn:
+            live = sorted(row[0] for row in conn.execute("SELECT rule FROM findings"))
+        assert live == sorted(f.rule for f in audit_capture(db).findings)
+        assert (rule_id in live) == (name == "fail")

@@ -68,6 +68,27 @@ def test_the_worked_example(older: Shapes, newer: Shapes) -> None:
     ]
 
 
+def test_a_field_the_server_defaults_left_out_is_not_breaking() -> None:
+    """A client that stops sending `strict` (the API defaults it) or a return's `weight`: the
+    server sees no change (diff/defaults.toml); another field left out still breaks."""
+    tool = {"type": "function", "name": "f", "parameters": {}, "strict": True}
+    a, b, c = Shapes(), Shapes(), Shapes()
+    for n in range(3):
+        add(a, "request:responses", {"model": "m", "tools": [tool], "store": True})
+        lax = {k: v for k, v in tool.items() if k != "strict"}
+        add(b, "request:responses", {"model": "m", "tools": [lax]})
+        add(c, "request:responses", {"tools": [tool], "store": True} if n else {"tools": [tool]})
+    changes = [(ch.check, ch.level, ch.path) for ch in compare(a, b)]
+    assert ("field-defaulted", "info", "tools[]{function}.strict") in changes
+    assert ("field-defaulted", "info", "store") in changes
+    assert ("path-removed", "breaking", "model") not in changes  # `model` stayed
+    assert [(ch.check, ch.path) for ch in compare(a, c) if ch.level == "breaking"] == [
+        ("path-removed", "model")
+    ]
+    assert ("field-defaulted", "info", "store") in [(ch.check, ch.level, ch.path)
+                                                    for ch in compare(a, c)]  # fmt: skip
+
+
 def test_became_optional_and_became_required() -> None:
     always, sometimes = Shapes(), Shapes()
     for n in range(3):
@@ -166,7 +187,7 @@ def test_the_declared_checks_are_the_checks_the_diff_makes() -> None:
 
     source = Path(compare_module.__file__).read_text()
     ids = re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source)  # every hyphenated string literal
-    ends = ("-added", "-removed", "-changed", "-optional", "-required", "-seen")
+    ends = ("-added", "-removed", "-changed", "-optional", "-required", "-seen", "-defaulted")
     used = {word for word in ids if word.endswith(ends) or word.startswith("unknown-")}
     assert used == set(CHECKS)
     assert all(level in LEVELS and why for level, why in CHECKS.values())

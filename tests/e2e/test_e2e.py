@@ -179,14 +179,15 @@ def test_kill_9_mid_stream_leaves_a_database_that_opens(tmp_path: Path) -> None:
         conn, response = post_stream(proxy.port, CONVERSATION, user_turn())
         read_until(response, b"\n\n", bytearray())
         assert mock.wait_held(1)
-        assert wait_for(lambda: proxy.rows("SELECT sum(count) FROM events")[0][0] == 8)
+        # (the last events may be held back by the redaction: the text they end may go on)
+        assert wait_for(lambda: (proxy.rows("SELECT sum(count) FROM events")[0][0] or 0) > 0)
         os.kill(proxy.process.pid, signal.SIGKILL)
         proxy.process.wait(10)
         mock.go()
         conn.close()
         with sqlite3.connect(proxy.db) as db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-            assert db.execute("SELECT sum(count) FROM events").fetchone() == (8,)
+            assert 0 < db.execute("SELECT sum(count) FROM events").fetchone()[0] <= 8
             assert db.execute("SELECT kind FROM flows").fetchall() == [("conversation",)]
 
 

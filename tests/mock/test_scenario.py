@@ -27,13 +27,36 @@ NAMES = ["plain", "alefita_way", "handoff", "websocket", "resume", "weather", "d
 SEED_ARGS = {"message": "segundo eco do caminho"}  # the call of docs/protocol.md
 
 
+SIGNATURE_FILES = ROOT / "addon" / "convtap" / "mock" / "seed"
+SIGNATURES = [
+    json.loads((SIGNATURE_FILES / f"signature_{name}.json").read_text())
+    for name in ("handoff", "alefita_way")
+]  # what the app declares: the scenarios call only these
+
+
 def user_request(text: str = "use o alefita way", **extra: Any) -> dict[str, Any]:
     message = {
         "id": "7f3e9a1b-2c4d-4e6f-8a0b-1c2d3e4f5a6b",
         "author": {"role": "user", "name": None, "metadata": {}},
         "content": {"content_type": "text", "parts": [text]},
     }
-    return {"action": "next", "messages": [message], **extra}
+    return {"action": "next", "messages": [message], "local_function_signatures": SIGNATURES,
+            **extra}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["alefita_way", "handoff", "websocket", "resume"])
+def test_a_scenario_never_calls_a_tool_the_client_did_not_declare(name: str) -> None:
+    """The real server calls only the local tools a client declares: a browser declares none."""
+    convs: dict[str, Conversation] = {}
+    for declared in ([], [SIGNATURES[0]] if name != "handoff" else [SIGNATURES[1]]):
+        turn = play(name, user_request(local_function_signatures=declared), convs)
+        if turn.ws_items:  # a WebSocket-delivered turn: its items carry the answer
+            assert "local." not in "".join(turn.ws_items)
+            continue
+        decoded = decode(turn)
+        assert decoded["tool_calls"] == []
+        said = json.dumps([m["content"] for m in decoded["messages"]])
+        assert "did not declare" in said
 
 
 def return_request(call: dict[str, Any], conversation_id: str, **content: Any) -> dict[str, Any]:
@@ -90,7 +113,7 @@ def test_each_turn_decodes_without_errors(name: str) -> None:
     assert result["done"] and result["stream_complete"] and result["encoding"] == "v1"
     assert result["conversation_id"] == first.conversation_id
     calls = [c for c in result["tool_calls"] if c["kind"] == "local"]
-    if name in ("plain", "weather", "declared"):  # declared: this request declares nothing
+    if name in ("plain", "weather"):
         assert calls == []
         return
     (call,) = calls

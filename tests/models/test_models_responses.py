@@ -329,9 +329,15 @@ def test_nullable_fields_accept_null() -> None:
     tool_round_trip({**valid("file_search"), "filters": None})
     tool_round_trip({**valid("apply_patch"), "allowed_callers": None})
     tool_round_trip({**valid("function"), "parameters": None, "strict": None})
-    with pytest.raises(ValidationError):
-        # "parameters" is required, though nullable.
-        TOOL_ADAPTER.validate_python({"type": "function", "name": "f"})
+    with pytest.raises(ValidationError):  # a function tool's name is required
+        TOOL_ADAPTER.validate_python({"type": "function", "parameters": None})
+
+
+def test_a_function_tool_may_omit_parameters() -> None:
+    """The request type marks `parameters` required; the API and the Open Responses spec take a
+    function without it (docs/rules.md, "responses-tools-valid"), so the model does too."""
+    wire = {"type": "function", "name": "ping"}
+    assert tool_round_trip(wire).to_wire() == wire
 
 
 def test_a_function_tool_may_omit_strict() -> None:

@@ -405,3 +405,19 @@ def test_json_is_indented_as_json_dumps_does(
     indented = browser.evaluate(f"window.convtap.pretty({json.dumps(text)})")
     assert indented == json.dumps(value, ensure_ascii=False, indent=2)
     assert browser.evaluate("window.convtap.pretty('not json')") == "not json"
+
+
+def test_a_server_run_tool_is_drawn_as_run_by_the_server(browser: Chromium, tmp_path: Path) -> None:
+    from tests.report.test_server_run import stream
+
+    body = tmp_path / "python.sse"
+    body.write_text(stream())
+    db = tmp_path / "capture.db"
+    assert not any(r.error for r in import_into(db, [body]))
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    browser.open(Path(ran.stdout.strip()).as_uri())
+    life = browser.evaluate(
+        "[...document.querySelectorAll('.call .life')].map((el) => el.innerText)"
+    )
+    assert life == ["run by the server: no return owed"]

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from convtap.wire import delta
 from convtap.wire.delta import DeltaDecoder
-from convtap.wire.events import Appended, DecodeError
+from convtap.wire.events import DecodeError
+from convtap.wire.provenance import Piece, Pieces, StringEvent
 from convtap.wire.sse import BareRun, Frames, SSEEvent, SSEParser
 from convtap.wire.turn import TurnDecoder
 from hypothesis import given, settings
@@ -85,32 +86,27 @@ def lines_of(text: str | None) -> list[str] | None:
     return None if text is None else [line for line in text.split("\n") if line]
 
 
-def one_by_one(body: bytes) -> tuple[DeltaDecoder, list[str], list[str]]:
+def one_by_one(body: bytes) -> tuple[DeltaDecoder, list[StringEvent]]:
     """The reference: every event through `DeltaDecoder.feed` alone (and the bytes that are
     not UTF-8 reported as `TurnDecoder` does)."""
-    parser, decoder = SSEParser(), DeltaDecoder()
-    pieces: list[str] = []
-    others: list[str] = []
+    parser, decoder = SSEParser(), DeltaDecoder(sources=True)
+    strings: list[StringEvent] = []
     block = parser.read(body)
     for event in block.events:
-        appended = Appended([], [], [])
-        decoder.feed_all([event], appended)
-        pieces += appended.pieces
-        others += appended.others
+        decoder.feed_all([event])
+        strings += decoder.strings()
     for position in block.bad_utf8:
         decoder.record_error(position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)")
-    return decoder, pieces, others
+    return decoder, strings
 
 
-def by_runs(chunks: list[bytes]) -> tuple[dict[str, Any], list[str], list[str]]:
-    turn = TurnDecoder()
-    pieces: list[str] = []
-    others: list[str] = []
+def by_runs(chunks: list[bytes]) -> tuple[dict[str, Any], list[StringEvent]]:
+    turn = TurnDecoder(sources=True)
+    strings: list[StringEvent] = []
     errors: list[DecodeError] = []
     for chunk in chunks:
         decoded = turn.feed(chunk)
-        pieces += decoded.appended.pieces
-        others += decoded.appended.others
+        strings += decoded.strings
         errors += [e for e in decoded.events if isinstance(e, DecodeError)]
     summary = turn.summary()
     assert sorted(errors) == sorted(summary.errors)  # every error is told as it happens
@@ -121,8 +117,7 @@ def by_runs(chunks: list[bytes]) -> tuple[dict[str, Any], list[str], list[str]]:
             "event_count": summary.event_count,
             "done": summary.done,
         },
-        pieces,
-        others,
+        strings,
     )
 
 
@@ -139,11 +134,23 @@ def state(decoder: DeltaDecoder) -> dict[str, Any]:
 @given(st.lists(item, max_size=40), st.lists(st.integers(0, 10**6), max_size=8))
 def test_runs_decode_to_the_same_turn(items: list[str], cuts: list[int]) -> None:
     body = stream(items)
-    expected, pieces, others = one_by_one(body)
-    got, got_pieces, got_others = by_runs(cut(body, cuts))
+    expected, strings = one_by_one(body)
+    got, got_strings = by_runs(cut(body, cuts))
     assert got == state(expected)
-    assert got_pieces == pieces
-    assert got_others == others
+    # where each piece came from, however the runs went
+    assert one_each(got_strings) == one_each(strings)
+
+
+def one_each(strings: list[StringEvent]) -> list[StringEvent]:
+    """Runs of pieces told one piece at a time."""
+    out: list[StringEvent] = []
+    for event in strings:
+        if isinstance(event, Pieces):
+            out += [Piece(event.string, event.event + n, event.leaf, text)
+                    for n, text in enumerate(event.texts)]  # fmt: skip
+        else:
+            out.append(event)
+    return out
 
 
 def test_a_block_of_bare_frames_is_one_run_parsed_in_one_call() -> None:

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 from convtap.wire.delta import DeltaDecoder
-from convtap.wire.events import Appended
+from convtap.wire.provenance import Began, Piece
 from convtap.wire.sse import SSEEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.wire.test_bare_runs import one_each
 
 
 def d(**fields: Any) -> SSEEvent:
@@ -388,9 +390,9 @@ def test_garbage_never_raises(events: list[SSEEvent]) -> None:
 MESSAGE = {"id": "m", "author": {"role": "assistant"}, "content": {"parts": [""]}}
 
 
-def test_what_events_append_is_collected_for_the_redaction() -> None:
+def test_where_each_piece_of_a_string_came_from_is_told() -> None:
     """Every string appended (bare frames on the short path and the long one, explicit appends)
-    is a piece, with the path of an explicit one; every other event's data is kept apart."""
+    is told piece by piece with the event and the place in its data it came from."""
     events = [
         SSEEvent("delta_encoding", '"v1"'),
         SSEEvent("delta", json.dumps({"p": "", "o": "add", "v": {"message": MESSAGE}})),
@@ -401,13 +403,15 @@ def test_what_events_append_is_collected_for_the_redaction() -> None:
         SSEEvent("delta", '{"p": "/message/status", "o": "replace", "v": "done"}'),
         SSEEvent("message", "[DONE]"),
     ]
-    decoder = DeltaDecoder()
-    appended = Appended([], [], [])
-    decoder.feed_all(events, appended)
-    assert appended.pieces == ["s", "k-", "proj"]
-    assert appended.paths == ["/message/content/parts/0"]
-    assert appended.others == [events[i].data for i in (0, 1, 4, 6, 7)]
+    decoder = DeltaDecoder(sources=True)
+    decoder.feed_all(events)
+    told = one_each(decoder.strings())
+    [part] = [e.string for e in told if isinstance(e, Began) and e.path[-1] == "0"]
+    pieces = [(e.event, e.leaf, e.text) for e in told if isinstance(e, Piece) and e.string == part]
+    assert pieces == [(1, ("v", "message", "content", "parts", 0), ""), (2, ("v",), "s"),
+                      (3, ("v",), "k-"), (5, ("v",), "proj")]  # fmt: skip
     assert decoder.messages["m"]["content"]["parts"] == ["sk-proj"]
+    assert decoder.strings() == []  # told once
 
 
 # Data of events a run of typed events may hold or end at: each way a run ends (not JSON, not an
@@ -441,14 +445,13 @@ def test_typed_events_fed_at_once_do_what_they_do_one_by_one(events: list[SSEEve
     decoder keeps, is what they do one event at a time."""
     start = [ENC, d(p="", o="add", v={"message": msg()}), d(p="/message/content/parts/0",
                                                           o="append", v="a")]  # fmt: skip
-    one, batch = DeltaDecoder(), DeltaDecoder()
+    one, batch = DeltaDecoder(sources=True), DeltaDecoder(sources=True)
     one_found = [found for event in [*start, *events] for found in one.feed(event)]
-    appended = Appended([], [], [])
-    batch_found = batch.feed_all(start) + batch.feed_all(events, appended)
+    batch_found = batch.feed_all(start) + batch.feed_all(events)
     assert batch_found == one_found
     for name in ("event_index", "event_count", "conversation_id", "handoff", "stream_complete"):
         assert getattr(batch, name) == getattr(one, name)
     assert (list(batch.events), list(batch.other_events)) == (list(one.events), one.other_events)
     assert batch.errors == one.errors
     assert batch.messages == one.messages
-    assert len(appended.pieces) + len(appended.others) == len(events)
+    assert batch.strings() == one.strings()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from convtap.ingest.capture import audit_capture, import_into
-from convtap.wire.events import Appended, DecodeError
+from convtap.wire.events import DecodeError
+from convtap.wire.provenance import Piece
 from convtap.wire.responses import ResponsesDecoder, decode_responses, looks_like_responses
 from convtap.wire.sse import SSEParser
 
@@ -142,10 +143,10 @@ def test_import_pairs_outputs_with_calls_by_call_id(tmp_path: Path) -> None:
         ).fetchall()[0] == (None, "fc_68a1b2c3")
 
 
-def test_what_delta_events_append_is_collected_in_the_same_pass() -> None:
+def test_where_each_piece_of_a_streamed_text_came_from_is_told() -> None:
     """The recorder's redaction takes the text of `*.delta` events from the decoder (each event
-    is parsed once); every other event's data, malformed ones included, is kept apart, and so
-    is the rest of each delta event (its ids, where a secret may sit too)."""
+    is parsed once): a string per item part, told piece by piece with its event; a part's
+    `.done` ends it."""
     item = {"item_id": "fc_1", "output_index": 0}
     datas = [
         json.dumps({"type": "response.created", "response": {"id": "r1"}}),
@@ -153,18 +154,20 @@ def test_what_delta_events_append_is_collected_in_the_same_pass() -> None:
         json.dumps({"type": "response.function_call_arguments.delta", **item, "delta": '{"a'}),
         "{not json",
         json.dumps({"type": "response.output_text.delta", **item, "delta": 7}),
+        json.dumps({"type": "response.output_text.delta", **item, "delta": "k-"}),
+        json.dumps({"type": "response.output_text.done", **item, "text": "my key is sk-"}),
         "[DONE]",
     ]
-    decoder = ResponsesDecoder()
+    decoder = ResponsesDecoder(follow=True)
     events = SSEParser().feed("".join(f"data: {d}\n\n" for d in datas).encode())
-    appended = Appended([], [], [])
-    found = decoder.feed_all(events, (), appended)
-    assert appended.pieces == ["my key is s", '{"a']
-    rest = json.dumps(
-        {"type": "response.output_text.delta", **item}, separators=(",", ":"), sort_keys=True
-    )
-    arguments_rest = rest.replace("output_text", "function_call_arguments")
-    others = [datas[0], rest, arguments_rest, datas[3], datas[4], datas[5]]
-    assert appended.others == others
+    found = decoder.feed_all(events, ())
+    told = decoder.strings()
+    assert [(type(e).__name__, e.string) for e in told if not isinstance(e, Piece)] == [
+        ("Began", 0), ("Began", 1), ("Ended", 0)]  # fmt: skip
+    assert [(e.string, e.event, e.leaf, e.text) for e in told if isinstance(e, Piece)] == [
+        (0, 1, ("delta",), "my key is s"),
+        (1, 2, ("delta",), '{"a'),
+        (0, 5, ("delta",), "k-"),
+    ]
     assert [e["kind"] for e in decoder.errors] == ["malformed-json"]
     assert [e.kind for e in found if isinstance(e, DecodeError)] == ["malformed-json"]

@@ -141,7 +141,8 @@ def calls(db: Path, fmt: str, wide: bool) -> None:
     except StoreError as exc:
         fail(str(exc))
     say_unrecorded(db)
-    if fmt == "json":
+    if fmt == "json":  # `runs_on`: who runs the tool (a server-run one owes no return)
+        rows = [{**r, "runs_on": "server" if _server_run(r) else "client"} for r in rows]
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     click.echo(render_ledger(rows, wide=wide))
@@ -172,10 +173,12 @@ def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
         if r["protocol"] == "responses":  # a function of a namespace tool: namespace.name
             tool = qualified_name(r.get("namespace"), r["tool"])
         conversation, returned = r["conversation_id"] or "-", r["return_id"] or "-"
+        # a tool the server runs in the stream owes no return: never "answered: no"
+        stages = (("server-run", "-", "-") if _server_run(r) else
+                  (_yes(r["answered"]), _yes(r["accepted"]), _yes(r["continued"])))  # fmt: skip
         table.append((
             cut(tool or "-", TOOL_WIDTH), cut(r["call_id"], ID_WIDTH), cut(conversation, ID_WIDTH),
-            called, cut(returned, ID_WIDTH), _yes(r["answered"]), _yes(r["accepted"]),
-            _yes(r["continued"]), str(r["findings"]),
+            called, cut(returned, ID_WIDTH), *stages, str(r["findings"]),
         ))  # fmt: skip
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
     return "\n".join(
@@ -186,6 +189,10 @@ def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
 
 def _yes(value: bool) -> str:
     return "yes" if value else "no"
+
+
+def _server_run(row: dict[str, Any]) -> bool:
+    return row["protocol"] != "responses" and row["kind"] not in (None, "local")
 
 
 @main.command()

@@ -50,6 +50,9 @@ class ResponsesRequest:
     flow_id: str
     body: Any
     at: float
+    response_id: str | None = None  # the response that answered it, when the capture knows
+    socket: str | None = None  # the socket a WebSocket-mode turn came over
+    ended_at: float | None = None  # when its response ended
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,12 @@ def replay(auditor: Auditor, timeline: Iterable[Happening]) -> list[Finding]:
                     auditor.refused(flow_id)
             case ClientCallMade(flow_id, response_id, call, at):
                 findings += auditor.responses.response(flow_id, response_id, [call], at)
-            case ResponsesRequest(flow_id, body, at):
+            case ResponsesRequest(flow_id, body, at, response_id, socket, ended_at):
+                if socket is not None:
+                    findings += auditor.responses.socket_turn(flow_id, socket, body, at, ended_at)
                 findings += auditor.responses.request(flow_id, body, at)
+                if response_id is not None:  # known before its calls come, with or without any
+                    auditor.responses.response(flow_id, response_id, [], at)
             case MessageShown(conversation_id, message_id):
                 auditor.seen(conversation_id, [message_id])
     return findings

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from convtap.contract.chains import ResponsesAuditor
 from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
-from convtap.contract.responses import ResponsesAuditor
 from convtap.contract.returns import Call, CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.wire.bounded import Bounded
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return

@@ -1,8 +1,12 @@
 """The Responses API's rules (docs/protocol.md, "Responses API"): outputs answer the client
-calls of the response they continue, by `call_id`; tool definitions fit the `Tool` union.
+calls of the chain they continue, by `call_id`; no item is sent twice into a chain; tool
+definitions are what the API takes; one response at a time on a socket's lane.
 
 Facts: `OutputFacts` (an output item of a request's `input`, with the call it answers),
-`ToolsFacts` (a list of tool definitions), `OpenClientCall` (a call left unanswered).
+`ItemFacts` (an input item with an id), `ToolsFacts` (a list of tool definitions),
+`OpenClientCall` (a call left unanswered), `RepeatedOrphan` (an output that answered no call,
+sent again), `SocketCreate` (a `response.create` on a socket). `chains.ResponsesAuditor` gathers
+them.
 """
 
 from __future__ import annotations
@@ -10,13 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from convtap.contract.registry import MISSING, Finding, Violation, Where, as_str, check, run_checks
-from convtap.models import TOOLS_ADAPTER
-from convtap.wire.bounded import Bounded
-from convtap.wire.jsonvalue import REDACTED
-from convtap.wire.responses import CLIENT_CALLS, OUTPUTS, qualified_name
+from convtap.contract.registry import MISSING, Violation, Where, check
+from convtap.contract.tools import tool_problems
+from convtap.wire.responses import qualified_name
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,30 @@ class OutputFacts:
     # it may answer a call the server holds and the capture does not show (a conversation's, a
     # response's from before the capture)
     hidden: bool = False
+    # the call it names, made by a response outside the chain its previous_response_id names
+    elsewhere: dict[str, Any] | None = None
+    previous: str | None = None  # the request's previous_response_id
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    item: dict[str, Any]  # an input item that carries an `id`
+    held_by: str | None  # the response of the chain that already holds an item of that id
+    where: Where
+
+
+@dataclass(frozen=True)
+class RepeatedOrphan:
+    item: dict[str, Any]  # the output, as first sent
+    requests: list[str]  # the flows that sent it, in order
+    where: Where
+
+
+@dataclass(frozen=True)
+class SocketCreate:
+    lane: str | None  # its `stream_id`
+    busy: str | None  # the socket turn still in flight on that lane when it came
+    where: Where
 
 
 @dataclass(frozen=True)
@@ -70,8 +94,8 @@ def names_a_tool(item: dict[str, Any]) -> bool:
 
 @check("responses-output-call-id", OutputFacts)
 def output_call_id(o: OutputFacts) -> Violation | None:
-    if o.call is not None or names_a_tool(o.item):
-        return None  # `responses-output-names-tool` says what the second is
+    if o.call is not None or names_a_tool(o.item) or o.elsewhere is not None:
+        return None  # `responses-output-names-tool` and `responses-chain-broken` say those
     if is_server_search(o.item):
         return None  # the server's own output, echoed: `responses-tool-search` judges it
     if o.by_item is not None:
@@ -122,7 +146,7 @@ def output_type(o: OutputFacts) -> Violation | None:
 def tool_search(o: OutputFacts) -> Violation | None:
     if o.item.get("type") != "tool_search_output":
         return None
-    call = o.call
+    call = o.call or o.elsewhere  # a call outside the chain: `responses-chain-broken` says so
     if is_server_search(o.item) and (call is None or is_server_search(call)):
         return None  # a server search's output, echoed back as history
     answers_client_search = (
@@ -143,147 +167,76 @@ def tool_search(o: OutputFacts) -> Violation | None:
     )
 
 
-def without_redacted(value: Any) -> Any:
-    """A value without the object members redaction replaced whole (an mcp tool's
-    `authorization`, a network policy's `domain_secrets`): what they held is not known, and the
-    recorder audits what it stores."""
-    if isinstance(value, dict):
-        return {
-            key: without_redacted(item)
-            for key, item in value.items()
-            if not (isinstance(item, str) and REDACTED.fullmatch(item))
-        }
-    if isinstance(value, list):
-        return [without_redacted(item) for item in value]
-    return value
-
-
 @check("responses-tools-valid", ToolsFacts)
 def tools_valid(t: ToolsFacts) -> list[Violation]:
-    found = []
-    for n, tool in enumerate(t.tools):
-        try:
-            TOOLS_ADAPTER.validate_python([without_redacted(tool)])
-        except ValidationError as exc:
-            detail = "; ".join(
-                f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()[:3]
-            )
-            name = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-            found.append(
-                Violation(
-                    f"tool {n} ({name}) of {t.what} does not validate: {detail}",
-                    "a member of the Responses API's Tool union",
-                    tool,
-                )
-            )
-    return found
+    return [
+        Violation(
+            f"tool {p.index} ({p.kind}) of {t.what} is refused: {p.detail}",
+            "a member of the Responses API's Tool union",
+            t.tools[p.index],
+        )
+        for p in tool_problems(t.tools)
+    ]
 
 
 @check("responses-call-unanswered", OpenClientCall)
 def call_unanswered(o: OpenClientCall) -> Violation | None:
     if o.call["answered"]:
         return None
+    kind, name = o.call.get("type"), o.call.get("name")
+    label = name if name and name != kind else o.call.get("call_id") or o.call.get("item_id")
     return Violation(
-        f"{o.call.get('type')} {o.call.get('name')} got no output",
+        f"{kind} {label} got no output" if label else f"{kind} got no output",
         "an output with this call_id",
         "none",
     )
 
 
-class ResponsesAuditor:
-    """What the Responses API rules need to know: each response's client calls."""
+@check("responses-chain-broken", OutputFacts)
+def chain_broken(o: OutputFacts) -> Violation | None:
+    if o.elsewhere is None:
+        return None
+    made_by = o.elsewhere.get("response_id")
+    said = "no previous_response_id" if o.previous is None else f"previous_response_id {o.previous}"
+    return Violation(
+        f"the output answers {o.elsewhere.get('name') or o.elsewhere.get('type')}'s call of "
+        f"response {made_by}, which is neither in the input nor in the chain {said} names",
+        {"previous_response_id": made_by},
+        {"previous_response_id": o.previous},
+    )
 
-    def __init__(self, limit: int | None = None) -> None:
-        self.calls: Bounded[str, dict[str, Any]] = Bounded(limit)  # call_id -> client call
-        self.items: Bounded[str, dict[str, Any]] = Bounded(limit)  # item id (fc_...) -> call
-        self.by_response: Bounded[str | None, list[dict[str, Any]]] = Bounded(limit)
-        self.outputs = 0
 
-    def response(
-        self, flow_id: str, response_id: str | None, calls: list[dict[str, Any]], at: float
-    ) -> list[Finding]:
-        """A response's client calls, which the next requests must answer by `call_id`."""
-        for call in calls:
-            record = {**call, "response_id": response_id, "flow_id": flow_id, "answered": False}
-            if call.get("call_id"):
-                self.calls[call["call_id"]] = record
-            if call.get("item_id"):
-                self.items[call["item_id"]] = record
-            known = self.by_response.get(response_id)
-            if known is None:
-                known = self.by_response[response_id] = []
-            known.append(record)
-        return []
+@check("responses-item-duplicate", ItemFacts)
+def item_duplicate(i: ItemFacts) -> Violation | None:
+    if i.held_by is None:
+        return None
+    return Violation(
+        f"{i.item.get('type')} {i.item.get('id')} is sent again: response {i.held_by} of the "
+        "chain previous_response_id names already holds it",
+        "only the items the chain does not hold",
+        i.item.get("id"),
+    )
 
-    def request(self, flow_id: str, body: Any, at: float) -> list[Finding]:
-        if not isinstance(body, dict):
-            return []
-        previous = as_str(body.get("previous_response_id"))
-        where = Where(conversation_id=previous, flow_id=flow_id)
-        found: list[Finding] = []
-        tools = body.get("tools")
-        if isinstance(tools, list):
-            found += run_checks(ToolsFacts(tools, "the request's tools", where))
-        given = body.get("input")  # a string, a list of items, or anything a client sends
-        items = [i for i in given if isinstance(i, dict)] if isinstance(given, list) else []
-        candidates = self._candidates(previous, items)
-        # The server may hold calls the capture does not show: a conversation's, those of a
-        # response before the capture began, the items a reference names.
-        held = body.get("conversation") is not None
-        hidden = (
-            held
-            or (previous is not None and previous not in self.by_response)
-            or any(is_reference(i) and i.get("id") not in self.items for i in items)
-        )
-        for item in items:
-            if item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
-                what = "an additional_tools item's tools"  # tools declared in the input
-                found += run_checks(ToolsFacts(item["tools"], what, where))
-            if item.get("type") not in OUTPUTS:
-                continue
-            self.outputs += 1
-            call_id = as_str(item.get("call_id"))
-            here = Where(previous, call_id, as_str(item.get("id")), flow_id)
-            call = candidates.get(call_id or "")
-            if call is None and held:  # the conversation holds every call it made
-                call = self.calls.get(call_id or "")
-            by_item = self.items.get(call_id or "") if call is None else None
-            # a call_id the capture shows for another response is wrong in any case
-            unseen = hidden and (call_id or "") not in self.calls
-            facts = OutputFacts(item, call, by_item, list(candidates), here, unseen)
-            found += run_checks(facts)
-            if call is not None:
-                call["answered"] = True
-            if item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
-                what = "the tool_search_output's tools"
-                found += run_checks(ToolsFacts(item["tools"], what, here))
-        return found
 
-    def _candidates(
-        self, previous: str | None, items: list[dict[str, Any]]
-    ) -> dict[str, dict[str, Any]]:
-        """The calls a request's outputs may answer, by call_id: those of the response it
-        continues, those replayed in its input, and those its item_references name."""
-        found: dict[str, dict[str, Any]] = {}
-        if previous is not None:
-            found.update(
-                (r["call_id"], r) for r in self.by_response.get(previous, []) if r.get("call_id")
-            )
-        for item in items:
-            call_id = item.get("call_id")
-            if item.get("type") in CLIENT_CALLS and isinstance(call_id, str) and call_id:
-                found[call_id] = self.calls.get(call_id, {**item, "item_id": item.get("id")})
-            elif is_reference(item) and isinstance(item.get("id"), str):
-                referenced = self.items.get(item["id"])
-                if referenced is not None and referenced.get("call_id"):
-                    found[referenced["call_id"]] = referenced
-        return found
+@check("responses-orphan-repeated", RepeatedOrphan)
+def orphan_repeated(r: RepeatedOrphan) -> Violation | None:
+    if len(r.requests) < 2:
+        return None
+    return Violation(
+        f"{r.item.get('type')} with call_id {r.item.get('call_id')} answered no call and was "
+        f"sent again in {len(r.requests) - 1} later request(s): drop it from the history",
+        "the orphan output removed from the client's history (or its call restored before it)",
+        {"requests": r.requests},
+    )
 
-    def unanswered(self) -> list[Finding]:
-        """The end of the capture: client calls that never got an output."""
-        calls = {id(r): r for calls in self.by_response.values() for r in calls}.values()
-        found: list[Finding] = []
-        for r in calls:
-            where = Where(r.get("response_id"), r.get("call_id"), None, r.get("flow_id"))
-            found += run_checks(OpenClientCall(r, where))
-        return found
+
+@check("responses-socket-overlap", SocketCreate)
+def socket_overlap(s: SocketCreate) -> Violation | None:
+    if s.busy is None:
+        return None
+    lane = "the socket" if s.lane is None else f"lane {s.lane}"
+    return Violation(
+        f"a response.create on {lane} while turn {s.busy} is still in flight",
+        "one response in flight per socket lane: wait for response.completed (or an error)",
+        {"in_flight": s.busy},
+    )

@@ -101,14 +101,17 @@ def _get(value: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def _fixed(rule_id: str, path: tuple[str, ...]) -> None:
-    """A rule that holds one field of the return to the value TOOL_RETURN_FIXED gives it."""
+def _fixed(rule_id: str, path: tuple[str, ...], *, defaulted: bool = False) -> None:
+    """A rule that holds one field of the return to the value TOOL_RETURN_FIXED gives it;
+    `defaulted`: the field may be left out (the server gives it that value)."""
     wanted = TOOL_RETURN_FIXED[path]
     name = ".".join(path)
 
     def fixed_field(r: ReturnFacts) -> Violation | None:
         actual = _get(r.message, path)
-        if is_fixed_value(None if actual == MISSING and wanted is None else actual, wanted):
+        if actual == MISSING and (defaulted or wanted is None):
+            return None
+        if is_fixed_value(actual, wanted):
             return None
         shown = "null" if wanted is None else wanted
         return Violation(f"{name} is not {shown}", wanted, actual)
@@ -194,9 +197,10 @@ def parent(r: ReturnFacts) -> Violation | None:
     )
 
 
-_fixed("return-status", ("status",))
+# Left out, the server stores its defaults (docs/rules.md, "return-status", "return-weight").
+_fixed("return-status", ("status",), defaulted=True)
 _fixed("return-end-turn", ("end_turn",))
-_fixed("return-weight", ("weight",))
+_fixed("return-weight", ("weight",), defaulted=True)
 
 
 @check("return-hidden", ReturnFacts)
@@ -307,7 +311,8 @@ def challenge_reused(q: RequestFacts) -> Violation | None:
 
 @check("handoff-missing", RequestFacts)
 def handoff_missing(q: RequestFacts) -> Violation | None:
-    if "user" not in q.roles or "handoff" in q.declared:
+    # a client that declares no local function (a browser) runs no local tool: nothing to hand off
+    if "user" not in q.roles or "handoff" in q.declared or not q.declared:
         return None
     return Violation("a normal turn without the handoff signature", "handoff", sorted(q.declared))
 

@@ -180,10 +180,25 @@ def _compare_kind(kind: str, a: KindShape, b: KindShape) -> list[_Found]:
         elif new is None and old is not None:
             always = not is_context(path) and old.count >= of_a and not _only_null(old)
             check = "path-removed" if always else "not-seen"
+            check = "field-defaulted" if always and is_defaulted(kind, path) else check
             found.append(_Found(check, kind, path, _types(old), [old.count, of_a, 0, of_b]))
         elif old is not None and new is not None:
             found += _compare_path(kind, path, old, new, [old.count, of_a, new.count, of_b])
     return found
+
+
+# kind -> the fields the server defaults when they are left out (defaults.toml)
+DEFAULTED: dict[str, tuple[str, ...]] = {
+    kind: tuple(paths)
+    for kind, paths in tomllib.loads(
+        resources.files("convtap.diff").joinpath("defaults.toml").read_text(encoding="utf-8")
+    )["defaults"].items()
+}
+
+
+def is_defaulted(kind: str, path: str) -> bool:
+    """A field the server fills in when a client of this kind of request leaves it out."""
+    return any(path == p or path.endswith("." + p) for p in DEFAULTED.get(kind, ()))
 
 
 def _only_null(shape: PathShape) -> bool:
@@ -207,7 +222,8 @@ def _compare_path(
     if not is_context(path):
         a_always, b_always = seen[0] >= seen[1], seen[2] >= seen[3]
         if a_always and not b_always and not _only_null(old):
-            found.append(_Found("became-optional", kind, path, None, list(seen)))
+            check = "field-defaulted" if is_defaulted(kind, path) else "became-optional"
+            found.append(_Found(check, kind, path, None, list(seen)))
         elif b_always and not a_always and seen[3] > 1:
             found.append(_Found("became-required", kind, path, None, list(seen)))
     old_enum, new_enum = old.enum, new.enum
@@ -257,6 +273,7 @@ def _change(item: tuple[_Found, list[str]]) -> Change:
         "not-seen": f"in {a_seen} of A's {of_a}{unit}, in none of B's {of_b} {typed}".rstrip(),
         "path-added": f"new {typed}: in {b_seen} of {of_b} in B",
         "path-removed": f"in all {of_a} in A, in none of {of_b} in B {typed}".rstrip(),
+        "field-defaulted": f"in all {of_a} in A, in {b_seen} of {of_b} in B: a server default",
         "became-optional": f"in all {of_a} in A, missing in {of_b - b_seen} of {of_b} in B",
         "became-required": f"in {a_seen} of {of_a} in A, in all {of_b} in B",
         "type-changed": f"types {f.example}",

@@ -296,7 +296,7 @@ def _responses(
         if head.lstrip().startswith(b"{"):  # a whole JSON response (not streamed)
             spool(decoder.whole(head + handle.read()))
             continue
-        stream = ResponsesStream(decoder, collect=False)
+        stream = ResponsesStream(decoder)
         spool(stream.feed(head).events)
         for piece in pieces(handle):
             spool(stream.feed(piece).events)
@@ -317,8 +317,9 @@ def _responses(
     for item in result["output_items"]:  # the answer, as a conversation reads it
         out.write(item_line(item) + "\n")
     for call in result["tool_calls"]:
+        call_id, item_id = call["call_id"] or "-", call["item_id"] or "-"
         out.write(f"   ⚙ client call: {call['type']} {call['name'] or ''} "
-                  f"call_id {call['call_id']} (item {call['item_id']})\n")  # fmt: skip
+                  f"call_id {call_id} (item {item_id})\n")  # fmt: skip
     for line in errors.lines():
         e = json.loads(line)
         out.write(f"   error {e['event_index']}: {e['kind']}: {e['detail']}\n")

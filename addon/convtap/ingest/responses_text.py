@@ -47,10 +47,13 @@ def item_line(item: Any) -> str:
         caller = item.get("caller")
         by = f" · by {caller.get('type')}" if isinstance(caller, dict) else ""
         shown = given if isinstance(given, str) else dumps(given)
-        return f"── ⚙ {kind} {name or '-'} · call_id {item.get('call_id')}{by}: {fold(shown)}"
+        return (
+            f"── ⚙ {kind} {name or '-'} · call_id {item.get('call_id') or '-'}{by}: {fold(shown)}"
+        )
     if kind in OUTPUTS:
         names = qualified_name(item.get("namespace"), item.get("name"))
-        answers = f"call_id {item['call_id']}" if "call_id" in item else f"no call ({names})"
+        answers = (f"call_id {item['call_id']}" if isinstance(item.get("call_id"), str)
+                   else f"no call ({names or '-'})")  # fmt: skip
         output = item.get("output", item.get("tools"))
         shown = output if isinstance(output, str) else dumps(output)
         return f"── ↩ {kind} · {answers}: {fold(shown)}"

@@ -1,26 +1,20 @@
 """The mock server's tornado application: its state and its request handlers.
 
 Serves the endpoints of docs/protocol.md, "Endpoints" (all under `/backend-api/`), the user
-WebSocket (`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`), the
-Responses API (`POST /v1/responses` and `/backend-api/codex/responses`, whatever the scenario:
-a `function_call` and a client `tool_search_call`, then an answer once they are answered), and
-two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received`
-(every request received, as `{method, path, headers, body}`; WebSocket messages appear with
-method `WS`). What the server says comes from `convtap.mock.scenario` (the Responses API's fixed
-exchange is here, below); this module only moves bytes.
-
-Wire realism: SSE bodies go out chunked, cut at arbitrary byte positions (always once inside a
-UTF-8 sequence when there is one), optionally gzip-encoded with a `Z_SYNC_FLUSH` after each event
-so every chunk decodes at once. `hold_after` N parks each stream after N events until a
+WebSocket (`/ws/user/<user id>?verify=<token>`, its URL handed out by `GET celsius/ws/user`) and
+two test hooks: `POST /_mock/go` (the go-ahead for `hold_after`) and `GET /_mock/received` (every
+request received, as `{method, path, headers, body}`; WebSocket messages have method `WS`). The
+Responses API is `mock.responses_http`, the routes `mock.routes`; what the server says is
+`mock.scenario` and `mock.responses`: this module only moves bytes. SSE bodies go out chunked, cut
+at arbitrary byte positions (once inside a UTF-8 sequence when there is one), optionally gzipped
+with a `Z_SYNC_FLUSH` after each event; `hold_after` N parks each stream after N events until a
 go-ahead; `die_after` N closes the socket of an `f/conversation` stream after N events (resume
-legs are spared, so a client can finish the turn). Events count as in docs/protocol.md,
-"Resume": comments do not count.
+legs are spared). Events count as in docs/protocol.md, "Resume": comments do not count.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import math
@@ -36,9 +30,10 @@ from typing import Any, cast
 
 import orjson
 from tornado.http1connection import HTTP1Connection
-from tornado.web import Application, RequestHandler
+from tornado.web import RequestHandler
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from convtap.mock.gate import Gate
 from convtap.mock.responses import ResponsesServer
 from convtap.mock.scenario import (
     Conversation,
@@ -63,43 +58,6 @@ class MockOptions:
     delay: float = 0.0  # seconds between chunks
     seed: int | None = None  # chunk splits and made-up arguments; None: a fresh chunk split
     lenient: bool = False  # take Responses requests the real API refuses
-
-
-class Gate:
-    """The go-ahead for `hold_after`: `go()` releases every stream parked at its hold point or,
-    when none is, lets the next one through. Safe to query from any thread."""
-
-    def __init__(self) -> None:
-        self._waiters: list[asyncio.Future[None]] = []
-        self._banked = 0
-        self._cond = threading.Condition()
-        self.holding = 0
-
-    async def wait(self) -> None:
-        if self._banked:
-            self._banked -= 1
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        with self._cond:
-            self.holding += 1
-            self._cond.notify_all()
-        await future
-
-    def go(self) -> int:
-        released, self._waiters = self._waiters, []
-        for future in released:
-            if not future.done():
-                future.set_result(None)
-        with self._cond:
-            self.holding -= len(released)
-        if not released:
-            self._banked += 1
-        return len(released)
-
-    def wait_held(self, count: int, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: self.holding >= count, timeout)
 
 
 KEPT = 1000  # requests and stream bodies the mock keeps for its test hooks (the oldest go)
@@ -189,25 +147,25 @@ def _walk(size: int, rng: random.Random) -> list[int]:
     return out
 
 
-class _JsonErrors(RequestHandler):
+class JsonErrors(RequestHandler):
     """Tornado's own errors (an unknown path, a method not served) as the APIs answer them: a
     JSON error, never an HTML page."""
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         self.set_header("Content-Type", "application/json")
         self.finish(
-            json.dumps(_api_error(f"{self._reason}: {self.request.method} {self.request.path}"))
+            json.dumps(api_error(f"{self._reason}: {self.request.method} {self.request.path}"))
         )
 
 
-class _Handler(_JsonErrors):
+class Handler(JsonErrors):
     state: MockState
 
     def initialize(self, state: MockState) -> None:
         self.state = state
 
     def prepare(self) -> None:
-        self._body = _parse_body(self.request.body)  # once: a large body takes a while
+        self._body = parse_body(self.request.body)  # once: a large body takes a while
         if not self.request.path.startswith("/_mock/"):
             self.state.record(
                 {
@@ -227,7 +185,7 @@ class _Handler(_JsonErrors):
         return self._body
 
 
-def _parse_body(body: bytes) -> Any:
+def parse_body(body: bytes) -> Any:
     """A body as JSON, or its text when it is not JSON the mock can answer: JSON's own grammar
     (no NaN or Infinity), numbers a double holds, nesting to orjson's 1024 levels."""
     if not body:
@@ -260,7 +218,7 @@ def _finite(text: str) -> float:
 UNANSWERABLE = (ValueError, TypeError, OverflowError, RecursionError)
 
 
-class SentinelHandler(_Handler):
+class SentinelHandler(Handler):
     """`sentinel/chat-requirements/prepare` and `/finalize`: fake anti-abuse tokens."""
 
     def post(self, step: str) -> None:
@@ -278,12 +236,12 @@ class SentinelHandler(_Handler):
         self.send_json(reply)
 
 
-class PrepareHandler(_Handler):
+class PrepareHandler(Handler):
     def post(self) -> None:
         self.send_json({"status": "ok", "conduit_token": token("eyJhbGciOiJIUzI1NiJ9.")})
 
 
-class _StreamHandler(_Handler):
+class StreamHandler(Handler):
     async def stream(self, entries: list[str], *, broken: bool, may_die: bool) -> None:
         """Send SSE entries, holding or dying after N events as the options say; `broken`
         closes the connection after the last entry instead of ending the body."""
@@ -354,7 +312,7 @@ class _StreamHandler(_Handler):
         self._finished = True  # nothing more may be written for this request
 
 
-class ConversationHandler(_StreamHandler):
+class ConversationHandler(StreamHandler):
     """`POST f/conversation` and the legacy `POST conversation`."""
 
     async def post(self) -> None:
@@ -379,7 +337,7 @@ class ConversationHandler(_StreamHandler):
         await self.stream(turn.first_leg(), broken=turn.cut is not None, may_die=True)
 
 
-class ResumeHandler(_StreamHandler):
+class ResumeHandler(StreamHandler):
     """`POST f/conversation/resume`: `{conversation_id, offset}` + `x-conduit-token`."""
 
     async def post(self) -> None:
@@ -397,7 +355,7 @@ class ResumeHandler(_StreamHandler):
         await self.stream(entries, broken=False, may_die=False)
 
 
-class TreeHandler(_Handler):
+class TreeHandler(Handler):
     def get(self, conversation_id: str) -> None:
         conversation = self.state.conversations.get(conversation_id)
         if conversation is None:
@@ -405,7 +363,7 @@ class TreeHandler(_Handler):
         self.send_json(conversation.tree())
 
 
-class WsUrlHandler(_Handler):
+class WsUrlHandler(Handler):
     """Where the user socket is, with a fresh `verify` token in its query."""
 
     def get(self) -> None:
@@ -414,7 +372,7 @@ class WsUrlHandler(_Handler):
         self.send_json({"websocket_url": f"{url}?verify={token('')}"})
 
 
-class _Socket(WebSocketHandler, _JsonErrors):
+class Socket(WebSocketHandler, JsonErrors):
     """A WebSocket endpoint whose plain GET (no upgrade) is a JSON error, as every other."""
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
@@ -424,7 +382,7 @@ class _Socket(WebSocketHandler, _JsonErrors):
         await super().get(*args, **kwargs)
 
 
-class UserSocket(_Socket):
+class UserSocket(Socket):
     """The user WebSocket: JSON-array commands in, JSON-array frames out."""
 
     state: MockState
@@ -445,7 +403,7 @@ class UserSocket(_Socket):
             self.close(4401, "verify token required")
 
     def on_message(self, message: str | bytes) -> None:
-        commands = _parse_body(message.encode() if isinstance(message, str) else message)
+        commands = parse_body(message.encode() if isinstance(message, str) else message)
         self.state.record(
             {"method": "WS", "path": self.request.uri, "headers": {}, "body": commands}
         )
@@ -485,115 +443,23 @@ class UserSocket(_Socket):
                 del self.state.subscribers[topic]
 
 
-class NotFound(_Handler):
+class NotFound(Handler):
     def prepare(self) -> None:
         super().prepare()
         self.send_error(404)
 
 
-class GoHandler(_Handler):
+class GoHandler(Handler):
     def post(self) -> None:
         self.send_json({"released": self.state.gate.go()})
 
 
-class ReceivedHandler(_Handler):
+class ReceivedHandler(Handler):
     def get(self) -> None:
         self.send_json(self.state.received())
 
 
-# -- the Responses API (docs/protocol.md, "Responses API"): what it says is the scenario's --------
-
-
-class ResponsesHandler(_Socket, _StreamHandler):
-    """`POST /v1/responses` and `POST /backend-api/codex/responses`: the scenario's Responses
-    script (the `weather` one when the scenario has none). `"stream": true` gets an event stream
-    (no `[DONE]`), anything else the response object as JSON, as the real API does.
-
-    `GET` on the same paths upgraded is WebSocket mode (docs/protocol.md, "Responses API"): each
-    `response.create` frame gets the same response, its events one frame each (with the
-    create's `stream_id`, when it has one), one response after another."""
-
-    def initialize(self, state: MockState) -> None:
-        super().initialize(state)
-        self._lock = asyncio.Lock()
-
-    def check_origin(self, origin: str) -> bool:
-        return True
-
-    async def on_message(self, message: str | bytes) -> None:
-        event = _parse_body(message.encode() if isinstance(message, str) else message)
-        self.state.record({"method": "WS", "path": self.request.uri, "headers": {},
-                           "body": event})  # fmt: skip
-        kind = event.get("type") if isinstance(event, dict) else None
-        lane = event.get("stream_id") if isinstance(event, dict) else None
-        if kind == "response.steer":  # the mock does not steer: say so, as the server would
-            await self._send_event({"type": "response.steer.failed", "error": {
-                "code": "not_supported", "message": "the mock does not steer"}}, lane)  # fmt: skip
-            return
-        if kind != "response.create":
-            error = _api_error(f"unknown client event type {kind!r}")
-            await self._send_event({"type": "error", "status": 400, **error}, lane)
-            return
-        body = {k: v for k, v in event.items() if k not in ("type", "stream_id")}
-        refused = self.state.responses.refusal(body)
-        if refused is not None:  # as the real API over the socket: an error frame, 400
-            await self._send_event({"type": "error", "status": 400, **refused}, lane)
-            return
-        try:
-            _, events = self.state.responses.answer_events(body)
-        except UNANSWERABLE as exc:
-            error = _api_error(f"the mock cannot answer this: {exc}"[:300])
-            await self._send_event({"type": "error", "status": 400, **error}, lane)
-            return
-        async with self._lock:  # one response after another
-            for item in events:
-                await self._send_event(item, lane)
-
-    async def _send_event(self, event: dict[str, Any], lane: Any) -> None:
-        if isinstance(lane, str):
-            event = {**event, "stream_id": lane}
-        with contextlib.suppress(WebSocketClosedError):
-            await self.write_message(json.dumps(event, ensure_ascii=False))
-
-    async def post(self) -> None:
-        body = self.json_body()
-        if not isinstance(body, dict):
-            return self.send_json(_api_error("the body must be a JSON object"), 400)
-        refused = self.state.responses.refusal(body)
-        if refused is not None:
-            return self.send_json(refused, 400)
-        try:
-            response, entries = self.state.responses.answer(body)
-        except UNANSWERABLE as exc:
-            return self.send_json(_api_error(f"the mock cannot answer this: {exc}"[:300]), 400)
-        if body.get("stream") is True:
-            await self.stream(entries, broken=False, may_die=False)
-        else:
-            self.send_json(response)
-
-
-def _api_error(message: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                      "code": None}}  # fmt: skip
-
-
-def make_app(state: MockState) -> Application:
-    args = {"state": state}
-    api = "/backend-api"
-    return Application(
-        [
-            (rf"{api}/sentinel/chat-requirements/(prepare|finalize)", SentinelHandler, args),
-            (rf"{api}/f/conversation/prepare", PrepareHandler, args),
-            (rf"{api}/f/conversation/resume", ResumeHandler, args),
-            (rf"{api}/(?:f/)?conversation", ConversationHandler, args),
-            (rf"{api}/conversation/([^/]+)", TreeHandler, args),
-            (rf"{api}/celsius/ws/user", WsUrlHandler, args),
-            (rf"(?:/v1|{api}/codex)/responses", ResponsesHandler, args),
-            (r"/ws/user/([^/]+)", UserSocket, args),
-            (r"/_mock/go", GoHandler, args),
-            (r"/_mock/received", ReceivedHandler, args),
-        ],
-        default_handler_class=NotFound,
-        default_handler_args=args,
-        log_function=lambda handler: None,
-    )
+def api_error(message: str) -> dict[str, Any]:
+    return {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    }

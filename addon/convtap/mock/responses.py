@@ -1,12 +1,15 @@
-"""The mock's Responses API (`POST /v1/responses`, `…/codex/responses`): a script as data, and a
-server that plays it with the real API's objects and event sequence, so that the official SDKs
-parse its answers unchanged (docs/protocol.md, "Responses API").
+"""The mock's Responses API (`POST /v1/responses`, `…/codex/responses`, and WebSocket mode on
+the same paths): a script as data, and a server that plays it with the real API's objects and
+event sequence (`convtap.mock.response_objects`), so that the official SDKs parse its answers
+unchanged (docs/protocol.md, "Responses API", "What the mock sends").
 
 A script says what a response does when a request carries no tool output (`on_request`) and when
 it does (`on_outputs`). Steps:
 
-    {"call": "get_weather", "arguments": {...}}   a function_call of that name
-    {"tool_search": {"query": "..."}}              a client tool_search_call
+    {"call": "get_weather", "arguments": {...}}   a function_call of that name, when the
+                                                    request declares that function
+    {"tool_search": {"query": "..."}}              a client tool_search_call, when the request
+                                                    declares a client `tool_search` tool
     {"call_declared": "all", "otherwise": "..."}   a call of every tool the request declares
                                                     (functions, custom tools, and a client tool
                                                     search when the request enables one) that
@@ -18,31 +21,35 @@ it does (`on_outputs`). Steps:
                                                     the tools a tool_search_output carried,
                                                     {outputs} how many outputs came
 
-Both kinds of client work: stateless ones that send the whole input again (the calls made are
-read from it) and ones that send `previous_response_id` (the server remembers its responses).
-Like the real server it accepts any output; the audit says what was wrong.
+Never invented: a step that names a tool the request did not declare calls nothing (the real
+API never calls a tool the client did not offer). Both kinds of client work: stateless ones that
+send the whole input again (the calls made are read from it) and ones that send
+`previous_response_id`. Like the real server it remembers the responses it stored (`store`, true
+by default) for every connection, and a `store: false` response only in the cache of the socket
+that made it (`SocketCache`); it refuses what the real API refuses (`refusal`).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
 
 from convtap.contract.responses import is_reference, is_server_search, names_a_tool
+from convtap.contract.tools import tool_problems
+from convtap.mock import response_objects as objects
 from convtap.mock.arguments import arguments_for
 from convtap.mock.serverturn import FrozenData
 from convtap.wire.bounded import Bounded
 from convtap.wire.responses import client_calls
-from convtap.wire.sse import SSEEvent, format_event
 
 JSON = Any
 CALLS = ("function_call", "custom_tool_call", "tool_search_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
-REMEMBERED = 10_000  # responses whose calls the server remembers
+REMEMBERED = 10_000  # stored responses the server remembers
+SOCKET_CACHE = 64  # responses one socket's cache holds (the oldest forgotten)
 
 
 class CallFunction(FrozenData):
@@ -75,43 +82,82 @@ class ResponsesScript(FrozenData):
     on_outputs: ResponsesTurn
 
 
-def new_id(prefix: str) -> str:
-    return prefix + secrets.token_hex(12)
+@dataclass
+class Remembered:
+    """A response the server keeps: what it answered, the input it was given, the tools called
+    so far in its chain and the client calls the next request must answer."""
+
+    response: dict[str, JSON]
+    input: list[JSON]
+    called: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
 
 
-def sse_event(obj: dict[str, JSON]) -> str:
-    return format_event(SSEEvent(str(obj["type"]), json.dumps(obj, ensure_ascii=False)))
+SocketCache = Bounded[str, Remembered]
+
+
+def socket_cache() -> SocketCache:
+    """A new socket's cache of the responses it made."""
+    return Bounded(SOCKET_CACHE)
+
+
+NOTHING_DECLARED = "No tool of this scenario was declared, so none is called."
 
 
 class ResponsesServer:
-    """Plays a script; remembers, per response, the tools called so far in its chain and the
-    client calls it made (which the next request must answer)."""
+    """Plays a script; remembers the responses it stored, and the chains they continue."""
 
     def __init__(self, script: ResponsesScript, seed: int = 0, lenient: bool = False) -> None:
         self.script, self.seed, self.lenient = script, seed, lenient
-        self.called: Bounded[str, list[str]] = Bounded(REMEMBERED)  # response id -> tool names
-        self.calls: Bounded[str, list[str]] = Bounded(REMEMBERED)  # response id -> call ids
+        self.stored: Bounded[str, Remembered] = Bounded(REMEMBERED)
+        self.conversations: Bounded[str, list[str]] = Bounded(REMEMBERED)  # id -> tools called
 
-    def refusal(self, body: dict[str, JSON]) -> dict[str, JSON] | None:
+    def find(self, response_id: str, cache: SocketCache | None = None) -> Remembered | None:
+        """A response a request may continue: in this socket's cache, or stored."""
+        if cache is not None and response_id in cache:
+            return cache[response_id]
+        return self.stored.get(response_id)
+
+    def delete(self, response_id: str) -> bool:
+        return self.stored.pop(response_id, None) is not None
+
+    def refusal(
+        self, body: dict[str, JSON], cache: SocketCache | None = None
+    ) -> dict[str, JSON] | None:
         """What the real API answers with HTTP 400 to this request body, or None when it takes
-        it (docs/protocol.md, "Responses API"): an unknown `previous_response_id`; an output
+        it (docs/protocol.md, "Responses API"): a tool it does not take; an unknown
+        `previous_response_id` (a `store: false` one another socket made included); an output
         whose call_id names no call of the previous response (or of the input); a call of the
-        previous response left without its output. `lenient` takes everything (so that a
-        recording shows the client's mistake to the audit instead)."""
+        previous response left without its output. A refused continuation evicts the response
+        it named from the socket's cache. `lenient` takes everything (so that a recording shows
+        the client's mistake to the audit instead)."""
         if self.lenient:
             return None
+        refused = self._refusal(body, cache)
+        previous = body.get("previous_response_id")
+        if refused is not None and cache is not None and isinstance(previous, str):
+            cache.pop(previous, None)
+        return refused
+
+    def _refusal(self, body: dict[str, JSON], cache: SocketCache | None) -> dict[str, JSON] | None:
+        tools = body.get("tools")
+        problems = tool_problems(tools) if isinstance(tools, list) else []
+        if problems:
+            first = problems[0]
+            return _error(first.api_message(), first.param, first.code)
         items = [i for i in _input(body) if isinstance(i, dict)]
         previous = body.get("previous_response_id")
         owed: list[str] = []
         if isinstance(previous, str):
-            if previous not in self.calls:
+            remembered = self.find(previous, cache)
+            if remembered is None:
                 return _error(f"Previous response with id '{previous}' not found.",
                               "previous_response_id", "previous_response_not_found")  # fmt: skip
-            owed = list(self.calls[previous])
+            owed = list(remembered.calls)
         replayed = _owed(items)
         # the server holds calls beyond these: a conversation's, those item_references name
         held = body.get("conversation") is not None or any(is_reference(i) for i in items)
-        made = {call_id for calls in self.calls.values() for call_id in calls} if held else set()
+        made = self._made(cache) if held else set()
         answered = set()
         for item in items:
             if item.get("type") not in OUTPUTS or names_a_tool(item) or is_server_search(item):
@@ -126,50 +172,72 @@ class ResponsesServer:
                 return _error(f"No tool output found for function call {call_id}.", "input")
         return None
 
-    def answer(self, body: dict[str, JSON]) -> tuple[dict[str, JSON], list[str]]:
-        """The response object for a request body, and its event stream."""
-        response, events = self.answer_events(body)
-        return response, [sse_event(event) for event in events]
+    def _made(self, cache: SocketCache | None) -> set[str]:
+        known = [*self.stored.values(), *(cache.values() if cache is not None else ())]
+        return {call_id for remembered in known for call_id in remembered.calls}
 
-    def answer_events(self, body: dict[str, JSON]) -> tuple[dict[str, JSON], list[dict[str, JSON]]]:
+    def answer(
+        self, body: dict[str, JSON], cache: SocketCache | None = None
+    ) -> tuple[dict[str, JSON], list[str]]:
+        """The response object for a request body, and its event stream."""
+        response, events = self.answer_events(body, cache)
+        return response, [objects.sse_event(event) for event in events]
+
+    def answer_events(
+        self, body: dict[str, JSON], cache: SocketCache | None = None
+    ) -> tuple[dict[str, JSON], list[dict[str, JSON]]]:
         """The response object for a request body, and its events (WebSocket mode sends each
         as one frame). A warm-up (`generate: false`, or `prewarm: true`) generates nothing: its
         response only prepares the state a later turn names by `previous_response_id`."""
-        if body.get("generate") is False or body.get("prewarm") is True:
-            response_id = new_id("resp_")
-            self.called[response_id], self.calls[response_id] = [], []
-            return (response := _response(response_id, body, [], None)), _events(response)
         items = [i for i in _input(body) if isinstance(i, dict)]
-        outputs = [i for i in items if i.get("type") in OUTPUTS]
         previous = body.get("previous_response_id")
+        remembered = self.find(previous, cache) if isinstance(previous, str) else None
         conversation = _conversation_id(body)  # a server-side conversation: its chain goes on
-        chain = previous if isinstance(previous, str) else conversation
-        called = list(self.called.get(chain, [])) if chain is not None else []
-        called += [_call_name(i) for i in items if i.get("type") in CALLS]
-        turn = self.script.on_outputs if outputs else self.script.on_request
-        output: list[dict[str, JSON]] = []
-        for step in turn.steps:
-            output += self._items(step, body, called, outputs)
-        response_id = new_id("resp_")
-        self.called[response_id] = called
+        called = list(remembered.called) if remembered is not None else []
         if conversation is not None:
-            self.called[conversation] = called
-        self.calls[response_id] = _owed(output)
-        response = _response(response_id, body, output, previous)
-        return response, _events(response)
+            called += self.conversations.get(conversation, [])
+        called += [_call_name(i) for i in items if i.get("type") in CALLS]
+        output: list[dict[str, JSON]] = []
+        if body.get("generate") is not False and body.get("prewarm") is not True:
+            outputs = [i for i in items if i.get("type") in OUTPUTS]
+            turn = self.script.on_outputs if outputs else self.script.on_request
+            for step in turn.steps:
+                output += self._items(step, body, called, outputs)
+            output = output or [objects.message(NOTHING_DECLARED)]
+        response_id = objects.new_id("resp_")
+        if conversation is not None:
+            self.conversations[conversation] = called
+        response = objects.response_object(response_id, body, output, previous)
+        kept = Remembered(response, list(_input(body)), called, _owed(output))
+        if response["store"]:
+            self.stored[response_id] = kept
+        if cache is not None:  # a socket keeps what it made, stored or not
+            cache[response_id] = kept
+        return response, objects.events(response)
 
     def _items(
         self, step: ResponsesStep, body: dict[str, JSON], called: list[str],
         outputs: list[dict[str, JSON]],
     ) -> list[dict[str, JSON]]:  # fmt: skip
+        functions = _declared_functions(body)
         if isinstance(step, CallFunction):
+            if step.call not in functions:
+                return []  # never invented: the client did not declare it
             called.append(step.call)
-            return [_function_call(step.call, json.dumps(step.arguments, ensure_ascii=False))]
+            arguments = json.dumps(step.arguments, ensure_ascii=False)
+            return [objects.function_call(step.call, arguments, functions[step.call])]
         if isinstance(step, SearchTools):
+            if not any(_client_search(t) for t in _listed_tools(body)):
+                return []
             called.append("tool_search")
-            return [_tool_search_call(step.tool_search)]
+            return [objects.tool_search_call(step.tool_search)]
         if isinstance(step, SayText):
-            return [_message(_fill(step.say, outputs))]
+            return [objects.message(_fill(step.say, outputs))]
+        return self._declared_calls(step, body, called)
+
+    def _declared_calls(
+        self, step: CallDeclaredTools, body: dict[str, JSON], called: list[str]
+    ) -> list[dict[str, JSON]]:
         items = []
         for tool in _tools(body):
             name = _tool_name(tool)
@@ -178,14 +246,29 @@ class ResponsesServer:
             called.append(name)
             if tool.get("type") == "function":
                 arguments = arguments_for(tool.get("parameters"), self.seed, name)
-                items.append(_function_call(name, json.dumps(arguments, ensure_ascii=False)))
+                text = json.dumps(arguments, ensure_ascii=False)
+                items.append(objects.function_call(name, text))
             elif tool.get("type") == "custom":
-                items.append(_custom_tool_call(name, f"input for {name}"))
+                items.append(objects.custom_tool_call(name, f"input for {name}"))
             else:
                 query = arguments_for(tool.get("parameters"), self.seed, name)
-                items.append(_tool_search_call(query if isinstance(query, dict) and query
-                                               else {"query": "tools"}))  # fmt: skip
-        return items or [_message(step.otherwise)]
+                items.append(objects.tool_search_call(query if isinstance(query, dict) and query
+                                                      else {"query": "tools"}))  # fmt: skip
+        return items or [objects.message(step.otherwise)]
+
+    def compact(self, body: dict[str, JSON], cache: SocketCache | None = None) -> dict[str, JSON]:
+        """`POST /v1/responses/compact`: the window (the chain's input and output, then the
+        request's input) compacted. Call `refusal` first."""
+        window: list[JSON] = []
+        previous = body.get("previous_response_id")
+        remembered = self.find(previous, cache) if isinstance(previous, str) else None
+        if remembered is not None:
+            window += [*remembered.input, *remembered.response["output"]]
+        window += _input(body)
+        if isinstance(body.get("input"), str):
+            window.append({"type": "message", "role": "user", "content": body["input"]})
+        items = [i for i in window if isinstance(i, dict)]
+        return objects.compacted(objects.new_id("resp_"), items)
 
 
 def _conversation_id(body: dict[str, JSON]) -> str | None:
@@ -201,7 +284,7 @@ def _owed(items: list[dict[str, JSON]]) -> list[str]:
 
 
 def _error(message: str, param: str | None, code: str | None = None) -> dict[str, JSON]:
-    """The real API's error body."""
+    """The real API's error body (its `code` null where the API sends none)."""
     return {"error": {"message": message, "type": "invalid_request_error", "param": param,
                       "code": code}}  # fmt: skip
 
@@ -211,16 +294,37 @@ def _input(body: dict[str, JSON]) -> list[JSON]:
     return value if isinstance(value, list) else []
 
 
-def _tools(body: dict[str, JSON]) -> list[dict[str, JSON]]:
-    """The tools a client runs: functions, custom tools, and a client-executed tool search."""
+def _listed_tools(body: dict[str, JSON]) -> list[dict[str, JSON]]:
     tools = body.get("tools")
-    listed = tools if isinstance(tools, list) else []
-    return [t for t in listed if isinstance(t, dict) and _client_runs(t)]
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+
+def _declared_functions(body: dict[str, JSON]) -> dict[str, str | None]:
+    """The functions a request declares, by name, each with its namespace (None at the top)."""
+    found: dict[str, str | None] = {}
+    for tool in _listed_tools(body):
+        if tool.get("type") == "function" and isinstance(tool.get("name"), str):
+            found.setdefault(tool["name"], None)
+        elif tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            for inner in tool["tools"]:
+                if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+                    found.setdefault(inner["name"], str(tool.get("name")))
+    return found
+
+
+def _tools(body: dict[str, JSON]) -> list[dict[str, JSON]]:
+    """The tools a client runs and the model may call now: functions and custom tools (not
+    those deferred to a tool search), and a client-executed tool search."""
+    return [t for t in _listed_tools(body) if _client_runs(t)]
 
 
 def _client_runs(tool: dict[str, JSON]) -> bool:
     if tool.get("type") in ("function", "custom"):
-        return isinstance(tool.get("name"), str)
+        return isinstance(tool.get("name"), str) and tool.get("defer_loading") is not True
+    return _client_search(tool)
+
+
+def _client_search(tool: dict[str, JSON]) -> bool:
     return tool.get("type") == "tool_search" and tool.get("execution") == "client"
 
 
@@ -230,27 +334,6 @@ def _tool_name(tool: dict[str, JSON]) -> str:
 
 def _call_name(item: dict[str, JSON]) -> str:
     return "tool_search" if item.get("type") == "tool_search_call" else str(item.get("name"))
-
-
-def _function_call(name: str, arguments: str) -> dict[str, JSON]:
-    return {"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"),
-            "name": name, "arguments": arguments, "status": "completed"}  # fmt: skip
-
-
-def _custom_tool_call(name: str, text: str) -> dict[str, JSON]:
-    return {"type": "custom_tool_call", "id": new_id("ctc_"), "call_id": new_id("call_"),
-            "name": name, "input": text, "status": "completed"}  # fmt: skip
-
-
-def _tool_search_call(arguments: dict[str, JSON]) -> dict[str, JSON]:
-    return {"type": "tool_search_call", "id": new_id("tsc_"), "call_id": new_id("call_"),
-            "execution": "client", "arguments": arguments, "status": "completed"}  # fmt: skip
-
-
-def _message(text: str) -> dict[str, JSON]:
-    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-    return {"type": "message", "id": new_id("msg_"), "role": "assistant",
-            "status": "completed", "content": [part]}  # fmt: skip
 
 
 def _fill(template: str, outputs: list[dict[str, JSON]]) -> str:
@@ -271,72 +354,3 @@ def _fill(template: str, outputs: list[dict[str, JSON]]) -> str:
             return "?"
 
     return template.format_map(Missing(values))
-
-
-def _response(
-    response_id: str, body: dict[str, JSON], output: list[dict[str, JSON]], previous: JSON
-) -> dict[str, JSON]:
-    """A response object with every field the real API sends."""
-    words = sum(len(json.dumps(item)) for item in output) // 4
-    tools = body.get("tools")
-    return {
-        "id": response_id, "object": "response", "created_at": int(time.time()),
-        "status": "completed", "background": False, "error": None, "incomplete_details": None,
-        "instructions": body.get("instructions"), "max_output_tokens": None,
-        "max_tool_calls": None, "model": body.get("model") or "gpt-5.1", "output": output,
-        "parallel_tool_calls": True,
-        "previous_response_id": previous if isinstance(previous, str) else None,
-        "reasoning": {"effort": None, "summary": None}, "service_tier": "default",
-        "store": True, "temperature": 1.0,
-        "text": {"format": {"type": "text"}, "verbosity": "medium"},
-        "tool_choice": body.get("tool_choice") or "auto",
-        "tools": tools if isinstance(tools, list) else [], "top_logprobs": 0, "top_p": 1.0,
-        "truncation": "disabled",
-        "usage": {"input_tokens": 40, "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens": words, "output_tokens_details": {"reasoning_tokens": 0},
-                  "total_tokens": 40 + words},
-        "user": None, "metadata": {},
-    }  # fmt: skip
-
-
-def _events(response: dict[str, JSON]) -> list[dict[str, JSON]]:
-    """The real API's event sequence for a response, each with its sequence_number."""
-    events: list[dict[str, JSON]] = []
-
-    def add(kind: str, **fields: JSON) -> None:
-        events.append({"type": kind, "sequence_number": len(events), **fields})
-
-    start = {**response, "status": "in_progress", "output": [], "usage": None}
-    add("response.created", response=start)
-    add("response.in_progress", response=start)
-    for index, item in enumerate(response["output"]):
-        where = {"output_index": index, "item_id": item["id"]}
-        kind = item["type"]
-        if kind == "function_call":
-            add("response.output_item.added", output_index=index,
-                item={**item, "arguments": "", "status": "in_progress"})  # fmt: skip
-            text = item["arguments"]
-            for n in range(0, len(text), 7):
-                add("response.function_call_arguments.delta", **where, delta=text[n : n + 7])
-            add("response.function_call_arguments.done", **where, arguments=text)
-        elif kind == "custom_tool_call":
-            add("response.output_item.added", output_index=index,
-                item={**item, "input": "", "status": "in_progress"})  # fmt: skip
-            add("response.custom_tool_call_input.delta", **where, delta=item["input"])
-            add("response.custom_tool_call_input.done", **where, input=item["input"])
-        elif kind == "message":
-            add("response.output_item.added", output_index=index,
-                item={**item, "status": "in_progress", "content": []})  # fmt: skip
-            part = item["content"][0]
-            place = {**where, "content_index": 0}
-            add("response.content_part.added", **place, part={**part, "text": ""})
-            text = part["text"]
-            for n in range(0, len(text), 8):
-                add("response.output_text.delta", **place, delta=text[n : n + 8], logprobs=[])
-            add("response.output_text.done", **place, text=text, logprobs=[])
-            add("response.content_part.done", **place, part=part)
-        else:
-            add("response.output_item.added", output_index=index, item=item)
-        add("response.output_item.done", output_index=index, item=item)
-    add("response.completed", response=response)
-    return events

@@ -147,10 +147,9 @@ class Scenario(FrozenData):
             script = self.on_tool_return or _DEFAULT_RETURN_TURN
         declared = request.get("local_function_signatures")
         if isinstance(declared, list):
-            conversation.declared = [
-                s for s in declared
-                if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"] != "handoff"
-            ]  # fmt: skip
+            named = [s for s in declared if isinstance(s, dict) and isinstance(s.get("name"), str)]
+            conversation.declared = [s for s in named if s["name"] != "handoff"]
+            conversation.declared_names = {s["name"] for s in named}
         script = _resolve_declared(script, conversation, seed)
         writer = TurnWriter(
             conversation,
@@ -165,11 +164,14 @@ class Scenario(FrozenData):
 
 def _resolve_declared(script: TurnScript, conversation: Conversation, seed: int) -> TurnScript:
     """`call_declared` steps become the call of the next declared tool not called yet (its
-    arguments made from its parameters), or the words said when none is left."""
-    if not any(isinstance(step, CallDeclared) for step in script.steps):
-        return script
+    arguments made from its parameters), or the words said when none is left; a `call` of a
+    tool the client did not declare says so instead (never invented: the server calls only the
+    local tools the client declares)."""
     steps: list[Step] = []
     for step in script.steps:
+        if isinstance(step, Call) and step.call not in conversation.declared_names:
+            steps.append(Say(say=undeclared_text(step.call)))
+            continue
         if not isinstance(step, CallDeclared):
             steps.append(step)
             continue
@@ -182,6 +184,11 @@ def _resolve_declared(script: TurnScript, conversation: Conversation, seed: int)
         arguments = arguments_for(signature_schema(left[0]), seed, name)
         steps.append(Call(call=name, arguments=arguments))
     return script.model_copy(update={"steps": steps})
+
+
+def undeclared_text(tool: str) -> str:
+    return (f"This scenario calls the local tool {tool}, which this client did not declare in "
+            "local_function_signatures: no call is made.")  # fmt: skip
 
 
 def _role(message: Mapping[str, JSON]) -> JSON:

@@ -24,7 +24,8 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from typing_extensions import Unpack
 
-from convtap.mock.app import MockOptions, MockState, make_app
+from convtap.mock.app import MockOptions, MockState
+from convtap.mock.routes import make_app
 from convtap.mock.scenario import Scenario, load_scenario
 
 DEFAULT_PORT = 8765

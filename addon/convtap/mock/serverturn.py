@@ -85,6 +85,7 @@ class Conversation:
     mapping: dict[str, dict[str, JSON]] = field(default_factory=dict)
     current_node: str = ROOT_NODE
     declared: list[dict[str, JSON]] = field(default_factory=list)  # the client's local tools
+    declared_names: set[str] = field(default_factory=set)  # handoff included
     called: list[str] = field(default_factory=list)  # the declared tools called so far
 
     def __post_init__(self) -> None:

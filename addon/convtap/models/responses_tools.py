@@ -111,9 +111,11 @@ class FunctionTool(_AliasedWire):
     """`FunctionTool`: a function in your own code the model can choose to call."""
 
     name: str
-    parameters: dict[str, Any] | None = Field(description="JSON schema of the parameters.")
-    # The types mark it required; the API accepts it omitted and defaults it (docs/protocol.md,
-    # "Responses API"): a request without it is no error.
+    # The request types mark both required; the API accepts them omitted and defaults them
+    # (docs/rules.md, "responses-tools-valid"): a request without them is no error.
+    parameters: dict[str, Any] | None = Field(
+        default=None, description="JSON schema of the parameters."
+    )
     strict: bool | None = None
     type: Literal["function"]
     allowed_callers: list[ToolCaller] | None = None

@@ -16,7 +16,7 @@ from typing import Any
 from convtap.contract.returns import Call
 from convtap.record.output import Output
 from convtap.redact.patterns import hints
-from convtap.redact.stream import StreamRedaction
+from convtap.redact.stream import Carrier, StreamRedaction
 from convtap.store.compact import message_without_text
 from convtap.store.rows import (
     ConversationNodeRow,
@@ -51,7 +51,7 @@ class Turn:
     client: str | None
     started_at: float
     redaction: StreamRedaction  # what is stored of its stream, secrets cut out
-    decoder: TurnDecoder = field(default_factory=TurnDecoder)
+    decoder: TurnDecoder = field(default_factory=lambda: TurnDecoder(sources=True))
     ws_topic: str | None = None
     streamed_conversation: str | None = None  # the conversation the stream named
     handoff: dict[str, Any] | None = None  # the stream's last `stream_handoff` event
@@ -79,7 +79,7 @@ class ConversationSide:
         """A conversation request: a new turn, its declarations and the returns it carries."""
         turn = Turn(flow_id, request, client, at, StreamRedaction(self.out.redact))
         if request.conversation_id:
-            self.open_turns[request.conversation_id] = turn
+            self._open(request.conversation_id, turn)
         for signature in request.signatures:
             name, text = str(signature.get("name")), self.out.redact.dumps(signature)
             self.out.put(ToolSignatureRow(turn.id, name, text))
@@ -108,21 +108,27 @@ class ConversationSide:
     # -- streams ---------------------------------------------------------------------------------
 
     def chunk(self, flow_id: str, turn: Turn, data: bytes, at: float) -> None:
-        def raw(when: float, count: int, text: str) -> None:
-            self.out.raw(flow_id, when, "sse", count, text)
-
         decoded = turn.decoder.feed(data)
         if decoded.text:  # the events, and the lines around them: kept raw too
-            turn.redaction.chunk(
-                at, decoded.text, decoded.sse, raw, decoded.appended, decoded.unread_lines,
-                decoded.unread_text,
-            )  # fmt: skip
+            seq = self.out.reserve(flow_id)
+
+            def raw(when: float, count: int, text: str) -> None:
+                self.out.raw(flow_id, when, "sse", count, text, seq)
+
+            text = decoded.text
+            if decoded.unread_lines:
+                text = self.out.redact.unread(text, decoded.unread_text)
+            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw),
+                                 decoded.strings)  # fmt: skip
         self._updates(turn, decoded.events, at)
 
     def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:
-        """The leg's body is over; True when it was cut inside an event."""
+        """The leg's body is over; True when it was cut inside an event. A stream that did not
+        finish may go on in a resume leg: what its redaction holds waits for it (a secret may
+        be cut across the two)."""
         truncated = turn.decoder.end_leg()
-        turn.redaction.flush()
+        if turn.finished or self.open_turns.get(turn.conversation_id or "") is not turn:
+            turn.redaction.flush()  # no resume leg can continue it
         self.persist(turn, at)
         return truncated
 
@@ -146,9 +152,6 @@ class ConversationSide:
             return
         turn.ws_topic = topic
         self.topics[topic] = turn
-        # Its text now also comes in frames, which its stream's redaction never sees (a secret
-        # may be cut across them): its messages are looked at whole, as if the stream had hints.
-        turn.redaction.hinted(keys=True, values=True)
         for frame in list(self.ws_backlog):
             self._updates(turn, turn.decoder.feed_ws_frame(frame).events, at)
 
@@ -200,7 +203,19 @@ class ConversationSide:
             if self.open_turns.get(conversation_id) is turn:
                 del self.open_turns[conversation_id]
         else:
-            self.open_turns[conversation_id] = turn
+            self._open(conversation_id, turn)
+
+    def _open(self, conversation_id: str, turn: Turn) -> None:
+        """`turn` is the one of its conversation that a resume leg continues. The turn it
+        takes the place of (or the oldest, past the bound) will not go on: what its
+        redaction holds goes out."""
+        turns = self.open_turns
+        other = turns.get(conversation_id)
+        if other is None and len(turns) >= OPEN_TURNS:
+            other = next(iter(turns.values()))
+        if other is not None and other is not turn:
+            other.redaction.flush()
+        turns[conversation_id] = turn
 
     def _message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
         """A message appeared or changed status: the rules learn its id, and a call is recorded
@@ -243,15 +258,13 @@ class ConversationSide:
         self.written[message["id"]] = fingerprint
         author = message.get("author") or {}
         content = message.get("content") or {}
-        clean = turn.redaction
         # The text is stored once, in `text` (`compact.message_without_text`); a text with a
-        # hint of a secret stays in the message, redacted with it as before.
+        # hint of a secret stays in the message, redacted with it as before. Each message is
+        # looked at by its own value: what the stream held elsewhere does not matter.
         without = message_without_text(message)
-        if without is not None and not clean.values_clean and any(hints(text)):
+        if without is not None and any(hints(text)):
             without = None
-        stored, stored_text = self.out.redact.message(
-            message if without is None else without, text, clean.values_clean, clean.keys_clean
-        )
+        stored, stored_text = self.out.redact.message(message if without is None else without, text)
         self.out.put(MessageRow(
             id=message["id"], conversation_id=turn.conversation_id, turn_id=turn.id,
             role=author.get("role"), name=author.get("name"),

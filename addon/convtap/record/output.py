@@ -41,11 +41,21 @@ class Output:
         if not self.quiet:
             self.echo(line)
 
-    def raw(self, flow_id: str, at: float, event: str, count: int, data: str) -> None:
-        """One row of raw events, in the flow's order: an SSE chunk's completed events (as the
-        SSE text that `reprocess` feeds to the decoder again) or a WebSocket frame, redacted."""
+    def reserve(self, flow_id: str) -> int:
+        """The number of the flow's next raw event row, taken now: a row held back by the
+        redaction is written later, in its place."""
         seq = self._seq.get(flow_id, 0)
         self._seq[flow_id] = seq + 1
+        return seq
+
+    def raw(
+        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None
+    ) -> None:
+        """One row of raw events, in the flow's order (at `seq` when it was reserved): an SSE
+        chunk's completed events (as the SSE text that `reprocess` feeds to the decoder again)
+        or a WebSocket frame, redacted."""
+        if seq is None:
+            seq = self.reserve(flow_id)
         self.put(EventRow(flow_id, seq, at, event, count, data))
 
     def forget(self, flow_id: str) -> None:

@@ -103,15 +103,6 @@ class Recorder:
             out.auditor = auditor
             self.conversation.written.clear()  # their message rows: written again when changed
 
-    def idle(self, now: float, wait: float = 1.0) -> None:
-        """Nothing new for a while: chunks held back for `wait` seconds are stored."""
-        for state in self.flows.values():
-            if state.turn is not None:
-                state.turn.redaction.flush_older(now - wait)
-            if state.frames is not None:
-                state.frames.stream.flush_older(now - wait)
-        self.responses.flush_older(now - wait)
-
     def close(self) -> None:
         """Shutdown or end of import: the last findings, and what every open turn and socket
         holds."""
@@ -219,8 +210,10 @@ class Recorder:
         if state.frames is None:
             state.frames = FrameRedaction(self.out.redact)
 
+        seq = self.out.reserve(ev.flow_id)
+
         def keep(when: float, text: str) -> None:
-            self.out.raw(ev.flow_id, when, "ws:server", 1, text)
+            self.out.raw(ev.flow_id, when, "ws:server", 1, text, seq)
 
         state.frames.frame(ev.at, ev.text, keep)
         self.conversation.ws_frame(ev.text, ev.at)

@@ -14,17 +14,16 @@ themselves stay raw on the socket's flow.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from convtap.record.output import Output
-from convtap.redact.stream import StreamRedaction
+from convtap.redact.stream import Carrier, Keep, StreamRedaction
 from convtap.store.database import SOCKET_TURN
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.wire.bounded import Bounded
-from convtap.wire.events import Appended
 from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.provenance import Piece, Pieces, StringEvent
 from convtap.wire.responses import (
     OUTPUTS,
     ResponsesDecoder,
@@ -47,7 +46,7 @@ ENDS = {"response.completed": "complete", "response.failed": "failed",
 @dataclass
 class ResponsesFlow:
     redaction: StreamRedaction  # what is stored of its stream, secrets cut out
-    stream: ResponsesStream = field(default_factory=ResponsesStream)
+    stream: ResponsesStream = field(default_factory=lambda: ResponsesStream(follow=True))
 
 
 @dataclass
@@ -62,6 +61,7 @@ class Socket:
     redaction: StreamRedaction
     client: str | None
     turns: int = 0
+    frames: int = 0  # frames seen: the index of the next one among them (its redaction's)
     # lane -> its creates waiting for their response, and the response it streams
     waiting: Bounded[str | None, deque[str]] = field(default_factory=lambda: Bounded(MAX_LANES))
     streaming: Bounded[str | None, tuple[str, ResponsesDecoder]] = field(
@@ -95,7 +95,7 @@ class ResponsesSide:
                 body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
                 returned_at=at,
             ))  # fmt: skip
-            out.say(f"output  {item.get('type')}  call_id {item.get('call_id')}")
+            out.say(f"output  {item.get('type')}  call_id {item.get('call_id') or '-'}")
         out.report(out.auditor.responses.request(flow_id, out.redact.json(body), at))
 
     def start(self, flow_id: str) -> None:
@@ -108,17 +108,16 @@ class ResponsesSide:
             flow = self.flows[flow_id]
         decoded = flow.stream.feed(data)
         if decoded.text:  # the events, and the lines around them: kept raw too
-            flow.redaction.chunk(at, decoded.text, decoded.sse, self._raw(flow_id),
-                                 decoded.appended, decoded.unread_lines)  # fmt: skip
+            text = decoded.text
+            if decoded.unread_lines:
+                text = self.out.redact.unread(text, decoded.unread_text)
+            carrier = Carrier(at, text, decoded.sse, decoded.first, self._raw(flow_id))
+            flow.redaction.chunk(carrier, decoded.strings)
 
-    def _raw(self, flow_id: str) -> Callable[[float, int, str], None]:
-        return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text)
-
-    def flush_older(self, than: float) -> None:
-        for flow in self.flows.values():
-            flow.redaction.flush_older(than)
-        for socket in self.sockets.values():
-            socket.redaction.flush_older(than)
+    def _raw(self, flow_id: str) -> Keep:
+        """Where a chunk's row goes, its place in the flow taken now."""
+        seq = self.out.reserve(flow_id)
+        return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text, seq)
 
     def end(self, flow_id: str, body: bytes | None, at: float) -> bool:
         """The response is over: record its calls. `body` is a JSON answer (not streamed).
@@ -137,6 +136,8 @@ class ResponsesSide:
         """A response is over: its client calls are recorded, printed and audited."""
         out = self.out
         calls = response.tool_calls()
+        if response.response_id is not None:  # which response answered: the chain runs through it
+            out.put(FlowRow(flow_id, conversation_id=response.response_id))
         for call in calls:
             call_id = call["call_id"] or call["item_id"]
             if not call_id:
@@ -149,8 +150,8 @@ class ResponsesSide:
                 called_at=at, item_id=call["item_id"], namespace=call["namespace"],
             ))  # fmt: skip
             name = qualified_name(call["namespace"], call["name"]) or "-"
-            out.say(f"call    {call['type']}  {name}  call_id {call['call_id']}  "
-                    f"item {call['item_id']}")  # fmt: skip
+            out.say(f"call    {call['type']}  {name}  call_id {call['call_id'] or '-'}  "
+                    f"item {call['item_id'] or '-'}")  # fmt: skip
         out.report(out.auditor.responses.response(flow_id, response.response_id, calls, at))
 
     # -- WebSocket mode ----------------------------------------------------------------------
@@ -161,17 +162,17 @@ class ResponsesSide:
         self.sockets[flow_id] = Socket(flow_id, url, host, path, redaction, client)
 
     def socket_frame(self, flow_id: str, from_client: bool, text: str, at: float) -> None:
-        """One frame: kept raw (redacted) on the socket's flow, then read. The server's frames
-        go through the socket's stream redaction (a secret the model streams in `*.delta`
-        frames is cut across them), held back as a stream's chunks are; a client frame sends
-        what is held first, so that the raw frames keep their order."""
+        """One frame: kept raw (redacted) on the socket's flow, then read. Every frame goes
+        through the socket's stream redaction, in order (a secret the model streams in
+        `*.delta` frames is cut across them): a frame is held back while one before it is."""
         socket = self.sockets.get(flow_id)
         event = loads_or_none(text)
-        if socket is None or not isinstance(event, dict):  # not a frame of this protocol
-            if socket is not None:
-                socket.redaction.flush()  # what is held goes first: the frames keep their order
+        if socket is None:  # not a socket of this protocol
             self.out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1,
                          self.out.redact.text(text))  # fmt: skip
+            return
+        if not isinstance(event, dict):  # not a frame of this protocol: kept in its place
+            self._keep_frame(socket, from_client, text, at)
             return
         lane = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
         kind = str(event.get("type"))
@@ -182,16 +183,38 @@ class ResponsesSide:
         else:
             self._server_frame(socket, event, lane, kind, text, at)
 
+    def _keep_frame(
+        self, socket: Socket, from_client: bool, text: str, at: float,
+        strings: list[StringEvent] | None = None,
+    ) -> None:  # fmt: skip
+        """A frame as one raw row of the socket, through its stream redaction (the frame as one
+        event; `strings`: what it did to the strings of its response)."""
+        kind = "ws:client" if from_client else "ws:server"
+        out, flow_id, index = self.out, socket.flow_id, socket.frames
+        socket.frames += 1
+        seq = out.reserve(flow_id)
+
+        def keep(when: float, count: int, redacted: str) -> None:
+            out.raw(flow_id, when, kind, 1, _frame_of(redacted), seq)
+
+        sse = SSEEvent("message", text)  # its type is in its data
+        socket.redaction.chunk(Carrier(at, format_event(sse), [sse], index, keep),
+                               _at_frame(strings or [], index))  # fmt: skip
+
     def _client_frame(
         self, socket: Socket, event: dict[str, Any], lane: str | None, kind: str, text: str,
         at: float,
     ) -> None:  # fmt: skip
-        socket.redaction.flush()  # the server's frames held back go first
-        self.out.raw(socket.flow_id, at, "ws:client", 1, self.out.redact.text(text))
+        self._keep_frame(socket, True, text, at)
         if kind == "response.create":  # a request: the fields of a POST body
             turn = socket.turn()
+            streaming, waiting = socket.streaming.get(lane), socket.waiting.get(lane)
+            busy = streaming[0] if streaming is not None else (waiting[-1] if waiting else None)
             socket.waiting.setdefault(lane, deque(maxlen=MAX_WAITING)).append(turn)
             self._turn(socket, turn, at, event)
+            previous = event.get("previous_response_id")
+            previous = previous if isinstance(previous, str) else None
+            self.out.report(self.out.auditor.responses.socket_create(turn, previous, lane, busy))
             self.request(turn, event, at)
 
     def _server_frame(
@@ -206,30 +229,26 @@ class ResponsesSide:
             else:  # a response no create asked for: the successor of a steered one
                 turn = socket.turn()
                 self._turn(socket, turn, at, None)
-            socket.streaming[lane] = (turn, ResponsesDecoder())
+            socket.streaming[lane] = (turn, ResponsesDecoder(follow=True))
         streaming = socket.streaming.get(lane)
-        sse = SSEEvent("message", text)  # its type is in its data
-        appended = Appended([], [], [])
-        if streaming is not None:
-            streaming[1].feed_all([sse], (), appended)
-        else:  # outside a response: no piece of a string
-            appended.others.append(text)
+        strings: list[StringEvent] = []
+        if streaming is not None:  # its strings are its turn's (lanes stream side by side)
+            turn, decoder = streaming
+            decoder.feed_all([SSEEvent("message", text)])
+            strings = [_of_turn(turn, e) for e in decoder.strings()]
+        self._keep_frame(socket, False, text, at, strings)
         out = self.out
-
-        def keep(when: float, count: int, redacted: str) -> None:  # one frame, as SSE text
-            out.raw(socket.flow_id, when, "ws:server", 1, _frame_of(redacted))
-
-        socket.redaction.chunk(at, format_event(sse), [sse], keep, appended, unread=False)
         if kind in ENDS and streaming is not None:
             self._socket_turn_over(socket, lane, 200, ENDS[kind], at)
         elif kind == "error":
             status = event.get("status") if isinstance(event.get("status"), int) else None
-            if streaming is not None:
-                self._socket_turn_over(socket, lane, status, "error", at, event)
-            elif socket.waiting.get(lane):  # the create was refused
-                turn = socket.waiting[lane].popleft()
+            waiting = socket.waiting.get(lane)
+            if waiting:  # a create was refused: while one streams, the newest (refused at once)
+                turn = waiting.pop() if streaming is not None else waiting.popleft()
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
+            elif streaming is not None:
+                self._socket_turn_over(socket, lane, status, "error", at, event)
 
     def _steering(self, event: dict[str, Any], kind: str) -> None:
         """Mid-turn steering: the client's `response.steer` and the server's answer to it."""
@@ -280,6 +299,17 @@ class ResponsesSide:
         self.out.put(FlowRow(turn, status=status, response_body=self.out.redact.dumps(answer),
                              ended_at=at, outcome=outcome))  # fmt: skip
         self._calls(turn, response, at)
+
+
+def _of_turn(turn: str, event: StringEvent) -> StringEvent:
+    """A string event of a socket turn's decoder, its string named by the turn too (the
+    socket's redaction holds the strings of every lane's response)."""
+    return event._replace(string=(turn, event.string))
+
+
+def _at_frame(strings: list[StringEvent], index: int) -> list[StringEvent]:
+    """A frame's string events, their pieces at its index among the socket's frames."""
+    return [e._replace(event=index) if isinstance(e, Piece | Pieces) else e for e in strings]
 
 
 def _frame_of(sse_text: str) -> str:

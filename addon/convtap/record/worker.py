@@ -84,7 +84,6 @@ class JournalConsumer:
             if count == 0:
                 if gone:
                     return
-                self.recorder.idle(time.time())
                 self.writer.index()
                 gone = proxy_gone(IDLE)
 

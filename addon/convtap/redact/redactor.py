@@ -140,22 +140,12 @@ class Redactor:
         redacted = self._walk(value, scrub)
         return text if redacted == value else dumps(redacted) or text
 
-    def message(
-        self,
-        message: dict[str, Any],
-        text: str,
-        values_clean: bool = False,
-        keys_clean: bool = False,
-    ) -> tuple[str, str]:
-        """A message as stored: its JSON and its text, redacted. `values_clean`: the stream it
-        came in had no hint of a secret value, so only its keys are looked at (a walk of its
-        structure, not of its text); `keys_clean` too: no hint of a secret key either, so the
-        message is not looked at again (a JSON text in it still is)."""
+    def message(self, message: dict[str, Any], text: str) -> tuple[str, str]:
+        """A message as stored: its JSON and its text, redacted, each by what it holds."""
         raw = dumps(message) or ""
-        if values_clean:  # its keys alone may be secret: walked when the stream named any
-            keys, scrub = not keys_clean, False
-        else:
-            keys, scrub = hints(raw)
+        keys, scrub = hints(raw)
+        if not scrub and text:
+            scrub = hints(text)[1]
         stored = self._walk(message, scrub) if keys or scrub else message
         if _may_be_json(text):
             text = self._json_text(text, scrub)
@@ -289,13 +279,7 @@ class Redactor:
 class ClearText(Redactor):
     """--no-redact: everything is kept as it came."""
 
-    def message(
-        self,
-        message: dict[str, Any],
-        text: str,
-        values_clean: bool = False,
-        keys_clean: bool = False,
-    ) -> tuple[str, str]:
+    def message(self, message: dict[str, Any], text: str) -> tuple[str, str]:
         return dumps(message) or "", text
 
     def __init__(self, key: bytes | None = None) -> None:

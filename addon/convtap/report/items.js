@@ -165,6 +165,10 @@
 
   function lifecycle(c) {
     const list = el("ol", "life");
+    if (c.srv) {  // a tool the server runs in the stream: the client owes it no return
+      list.append(el("li", "done", "run by the server: no return owed"));
+      return list;
+    }
     c.life.forEach(([done, at], n) => {
       const li = el("li", done ? "done" : "no", `${STAGES[n]} `);
       if (!done) li.append("no");

@@ -17,13 +17,13 @@ The shape of a step (a value missing or null when there is none):
      (when earlier), "h": {model, client, started, status, outcome, events, legs, ws,
      truncated, errors, failure}, "x": [lines of a Responses exchange], "i": [items in order]}
 
-An item is `{"t": "m"}` a message (id, role, name, to, ch, st, ct, text, at), `{"t": "c"}` a
-call (id, proto, tool, kind, to, name, item, at, args, msg: [channel, status], life: four
-[done, at] for called, answered, accepted, continued; r: its returns, f: its findings on no
-particular return), `{"t": "r"}` a return answering no recorded call, `{"t": "f"}` a finding on
-the request. A return is {id, mid, flow, at, json, marks: [[path, rules]], f} (and proto, tool,
-bcid when it answers no recorded call); a finding {id, rule, sev, msg, exp, act} (`exp`, `act`:
-the evidence as JSON text).
+An item is `{"t": "m"}` a message (id, role, name, to, ch, st, ct, text, at), `{"t": "c"}` a call
+(id, proto, tool, kind, to, name, item, at, args, msg: [channel, status], life: four [done, at] for
+called, answered, accepted, continued; r: its returns, f: its findings on no particular return;
+srv: true for a tool the server runs, which is owed no return), `{"t": "r"}` a return answering no
+recorded call, `{"t": "f"}` a finding on the request. A return is {id, mid, flow, at, json, marks:
+[[path, rules]], f} (and proto, tool, bcid when it answers no recorded call); a finding {id, rule,
+sev, msg, exp, act} (`exp`, `act`: the evidence as JSON text).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _exchange(capture: sqlite_utils.Database, flow: Row) -> list[str]:
     """A Responses request as a conversation reads it: its input, then its answer's items."""
     body = loads_or_none(flow["request_body"])
     lines = request_lines(body) if isinstance(body, dict) else []
-    stream = ResponsesStream(collect=False)
+    stream = ResponsesStream()
     for text in queries.exchange_events(capture, flow["step"]):
         stream.feed(text.encode("utf-8", "surrogatepass"))
     parsed = loads_or_none(flow["response_body"])
@@ -222,8 +222,15 @@ def _call(
         "name": name if call["protocol"] == "responses" else None, "at": call["called_at"],
         "args": call["arguments"] or call["arguments_text"] or None,
         "json": bool(call["arguments"]) or None, "life": life, "r": returns, "f": loose or None,
+        "srv": _server_run(call) or None,
     }  # fmt: skip
     return item
+
+
+def _server_run(call: Row) -> bool:
+    """A tool the server runs inside the stream (`web.run`, `python`, an app's function): no
+    return is owed by the client (docs/protocol.md, "Local tool calls")."""
+    return call["protocol"] != "responses" and call["kind"] not in (None, "local")
 
 
 def _accepted_at(r: Row) -> float | None:

@@ -584,8 +584,8 @@ def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
         (0, "SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'"),
         (2, "SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
             "LEFT JOIN flows f ON f.id = c.turn_id"),
-        (1, "SELECT started_at AS at, rowid AS rank, id, kind, status FROM flows "
-            "WHERE kind IN ('conversation', 'responses')"),
+        (1, "SELECT started_at AS at, rowid AS rank, id, kind, status, conversation_id, "
+            "turn_id, source, ended_at FROM flows WHERE kind IN ('conversation', 'responses')"),
         (3, "SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, "
             "m.conversation_id FROM messages m LEFT JOIN flows f ON f.id = m.turn_id"),
     ]  # fmt: skip
@@ -615,8 +615,10 @@ def _happening(at: float, order: int, row: dict[str, Any]) -> Happening:
         return CallMade(call_from_row(row))
     if order == 1 and row["kind"] == Endpoint.CONVERSATION:
         return ConversationRequest(row["id"], loads_or_none(row["request_body"]), at, row["status"])
-    if order == 1:
-        return ResponsesRequest(row["id"], loads_or_none(row["request_body"]), at)
+    if order == 1:  # a socket's turn says which socket; its response's id is its conversation_id
+        socket = row["turn_id"] if row["source"] == SOCKET_TURN else None
+        return ResponsesRequest(row["id"], loads_or_none(row["request_body"]), at,
+                                row["conversation_id"], socket, row["ended_at"])  # fmt: skip
     return MessageShown(row["conversation_id"], row["id"])
 
 

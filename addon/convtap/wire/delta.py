@@ -18,7 +18,6 @@ import orjson
 
 from convtap.wire.bounded import Kept
 from convtap.wire.events import (
-    Appended,
     ControlEvent,
     ConversationSeen,
     DecodeError,
@@ -29,6 +28,7 @@ from convtap.wire.events import (
     excerpt,
 )
 from convtap.wire.jsonvalue import JSON, loads
+from convtap.wire.provenance import Leaf, Pieces, Place, StringEvent, StringSources, V
 from convtap.wire.sse import OVERSIZED, BareRun, EventRun, Frames, SSEEvent
 
 OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
@@ -125,7 +125,9 @@ class DeltaDecoder:
     characters. Each bound, when reached, is a decode error.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sources: bool = False) -> None:
+        # where each string's text came from (`wire.provenance`), when a reader asks for it
+        self.sources = StringSources() if sources else None
         self.encoding: str | None = None
         self.conversation_id: str | None = None
         self.done = False
@@ -139,7 +141,6 @@ class DeltaDecoder:
         self._messages: dict[str, dict[str, JSON]] = {}
         self._status: dict[str, JSON] = {}
         self._bounds_hit: set[str] = set()
-        self._into: Appended | None = None  # where the `feed_all` under way collects appends
         self._changed = False  # the `feed_all` under way changed a message
         self.reset_state()
 
@@ -151,6 +152,14 @@ class DeltaDecoder:
         # (container, key, pieces). Joining once instead of on each frame keeps decoding linear.
         self._pending: tuple[Any, Any, list[str]] | None = None
         self._pending_size = 0
+        self._pending_string: int | None = None  # its number in `sources`
+        if self.sources is not None:
+            self.sources.reset()
+
+    def strings(self) -> list[StringEvent]:
+        """What the events fed since the last call did to strings (`wire.provenance`): only
+        when the decoder was made with `sources`."""
+        return self.sources.take() if self.sources is not None else []
 
     @property
     def messages(self) -> dict[str, dict[str, JSON]]:
@@ -162,35 +171,28 @@ class DeltaDecoder:
         """One event; what it did."""
         return self.feed_all((event,))
 
-    def feed_all(
-        self, events: Iterable[SSEEvent], into: Appended | None = None
-    ) -> list[DecoderEvent]:
-        """`feed` each event in order; what they all did (with `into`, the strings they
-        appended, the paths, and every other event's data are added to it). Bare frames that
-        continue a string append (most of a real stream) take a short path here, and a whole
-        run of them (`Frames`) one step."""
+    def feed_all(self, events: Iterable[SSEEvent]) -> list[DecoderEvent]:
+        """`feed` each event in order; what they all did. Bare frames that continue a string
+        append (most of a real stream) take a short path here, and a whole run of them
+        (`Frames`) one step."""
         found: list[DecoderEvent] = []
-        self._into = into
-        try:
-            parts: Sequence[BareRun | EventRun | Sequence[SSEEvent]] = (
-                events.parts
-                if isinstance(events, Frames)
-                else [events if isinstance(events, Sequence) else list(events)]
-            )
-            for part in parts:
-                if isinstance(part, BareRun):
-                    taken = self._continue_run(part)
-                    if taken is not None:
-                        found += taken
-                        continue
-                    part = part.events()
-                if isinstance(part, EventRun):
-                    self._feed_events(part.names or ["message"] * part.frames, part.datas, found)
-                elif part:
-                    names, datas = zip(*part, strict=True)
-                    self._feed_events(names, datas, found)
-        finally:
-            self._into = None
+        parts: Sequence[BareRun | EventRun | Sequence[SSEEvent]] = (
+            events.parts
+            if isinstance(events, Frames)
+            else [events if isinstance(events, Sequence) else list(events)]
+        )
+        for part in parts:
+            if isinstance(part, BareRun):
+                taken = self._continue_run(part)
+                if taken is not None:
+                    found += taken
+                    continue
+                part = part.events()
+            if isinstance(part, EventRun):
+                self._feed_events(part.names or ["message"] * part.frames, part.datas, found)
+            elif part:
+                names, datas = zip(*part, strict=True)
+                self._feed_events(names, datas, found)
         if self._changed:
             self._changed = False
             self._materialize()  # a changed message is read as it is now
@@ -217,7 +219,6 @@ class DeltaDecoder:
     ) -> None:
         """Events, given as their names and their data."""
         loads_fast = orjson.loads
-        into = self._into
         at, count = 0, len(datas)
         runs: _TypedRuns | None = None
         while at < count:
@@ -240,14 +241,7 @@ class DeltaDecoder:
                     self.event_count += 1
                     found += self._extend(index, [obj["v"]])
                     continue
-            event = SSEEvent(name, data)
-            if into is None:
-                found += self._feed_one(event)
-            else:
-                pieces = len(into.pieces)
-                found += self._feed_one(event)
-                if len(into.pieces) == pieces:
-                    into.others.append(data)
+            found += self._feed_one(SSEEvent(name, data))
 
     def _typed_run(self, datas: list[str], found: list[DecoderEvent]) -> int:
         """Typed events (`message_marker`, ...) taken the short way `_object` takes for one,
@@ -278,8 +272,6 @@ class DeltaDecoder:
             self.event_count += taken
             self.events.extend(objs)
             found.extend(map(tuple.__new__, repeat(ControlEvent), zip(objs)))
-            if self._into is not None:
-                self._into.others.extend(datas[:taken])
         return taken
 
     def _extend(self, index: int, values: list[str]) -> Sequence[DecoderEvent]:
@@ -289,8 +281,10 @@ class DeltaDecoder:
         frame's string is appended, whichever entry it came through."""
         pending = self._pending
         assert pending is not None
-        if self._into is not None:
-            self._into.pieces.extend(values)
+        if self.sources is not None:  # every piece, past the bound too: the raw events hold it
+            string = self._pending_string
+            assert string is not None
+            self.sources.pieces(Pieces(string, index, V, values))
         size = self._pending_size + sum(map(len, values))
         if size <= MAX_STRING:
             self._pending_size = size
@@ -409,21 +403,29 @@ class DeltaDecoder:
             if not isinstance(o, str) or o not in OPS:
                 raise InvalidDelta(f"unknown op {o!r}")
             value = delta.get("v", MISSING)  # rule 2: v is never copied
+            sources = self.sources
             if o == "patch":
-                root = _patch(self._roots.get(c, MISSING), p, value)
+                mark = sources.mark(c) if sources is not None else None
+                try:
+                    root = _patch(self._roots.get(c, MISSING), p, value, (sources, c, index, V))
+                except InvalidDelta:
+                    if sources is not None and mark is not None:
+                        sources.undo(c, mark)
+                    raise
                 if root is not MISSING:
                     self._roots[c] = root
             else:
                 if c not in self._roots and len(self._roots) >= MAX_CHANNELS:
                     raise InvalidDelta(f"more than {MAX_CHANNELS} channels in one turn")
-                self._pending = _apply(self._roots, c, _pointer(p), o, value)
+                origin = (sources, c, index, V)
+                self._pending = _apply(self._roots, c, _pointer(p), o, value, origin)
+                self._pending_string = sources.last if sources is not None else None
                 # the string's length so far: the bound is on what it grows to
                 self._pending_size = len(self._pending[2][0]) if self._pending else 0
-                if self._pending is not None and self._into is not None:
-                    self._into.pieces.append(value)  # text appended: a str (`_check_op`)
-                    self._into.paths.append(p)
         except InvalidDelta as exc:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
+            if self.sources is not None:
+                self.sources.refused(index, delta)
             return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")
         self._record = (c, p, o)
         root = self._roots.get(c)
@@ -432,7 +434,11 @@ class DeltaDecoder:
         message = root.get("message")
         if not is_message(message):
             return self._conversation(root)
-        return [*self._conversation(root), *self._register(message)]
+        changed = self._register(message)
+        status = message.get("status")
+        if changed and self.sources is not None and status not in (None, "in_progress"):
+            self.sources.rest(c)  # its strings are not expected to grow
+        return [*self._conversation(root), *changed]
 
     def _materialize(self) -> None:
         if self._pending is not None:
@@ -459,27 +465,37 @@ def _is_index(segment: str) -> bool:
     return segment.isascii() and segment.isdigit()
 
 
-def _patch(root: JSON, path: str, ops: JSON) -> JSON:
-    """Rule 4 `patch`: sub-ops relative to the patch path, applied whole or not at all."""
+# Who applies an op, for `wire.provenance`: its sources (None: not followed), the channel, the
+# event and where its value sits in the event's data.
+Origin = tuple[StringSources | None, int, int, Leaf]
+
+
+def _patch(root: JSON, path: str, ops: JSON, origin: Origin) -> JSON:
+    """Rule 4 `patch`: sub-ops relative to the patch path, applied whole or not at all (the
+    caller undoes what `origin`'s sources were told when it raises)."""
     if not isinstance(ops, list):
         raise InvalidDelta("patch value must be a list of operations")
     holder = {0: copy.deepcopy(root)} if root is not MISSING else {}
+    sources, channel, event, leaf = origin
     for n, sub in enumerate(ops):
         if not isinstance(sub, dict) or not isinstance(sub.get("p"), str) or "o" not in sub:
             raise InvalidDelta(f"sub-op {n} needs its own p and o")  # they inherit nothing
         o = sub["o"]
+        inner: Origin = (sources, channel, event, (*leaf, n, "v"))
         if o == "patch":
-            holder[0] = _patch(holder.get(0, MISSING), path + sub["p"], sub.get("v", MISSING))
+            holder[0] = _patch(holder.get(0, MISSING), path + sub["p"], sub.get("v", MISSING),
+                               inner)  # fmt: skip
         elif isinstance(o, str) and o in OPS:
-            _apply(holder, 0, _pointer(path + sub["p"]), o, sub.get("v", MISSING))
+            _apply(holder, 0, _pointer(path + sub["p"]), o, sub.get("v", MISSING), inner)
         else:
             raise InvalidDelta(f"sub-op {n}: unknown op {o!r}")
     return holder.get(0, MISSING) if holder else MISSING
 
 
 def _apply(
-    roots: dict[int, JSON], channel: int, segments: list[str], op: str, value: JSON
-) -> tuple[Any, Any, list[str]] | None:
+    roots: dict[int, JSON], channel: int, segments: list[str], op: str, value: JSON,
+    origin: Origin | None = None,
+) -> tuple[Any, Any, list[str]] | None:  # fmt: skip
     """Apply one op, checking everything before changing anything so that a failure leaves the
     state untouched. Returns the appended-to string's place when the op appended text."""
     if value is MISSING and op != "remove":
@@ -512,7 +528,12 @@ def _apply(
         _check_op(op, target, value)
         if op in ("add", "replace", "remove") or target is MISSING:
             _check_bounds(container, keys[-1], remove=op == "remove")
-    return _perform(container, keys[-1], op, target, value)
+    place = None
+    if origin is not None:  # the op will apply: its sources (when followed) are told
+        sources, shadow_channel, event, leaf = origin
+        if sources is not None:
+            place = sources.at(roots, channel, shadow_channel, segments, event, leaf)
+    return _perform(container, keys[-1], op, target, value, place)
 
 
 def _get(container: Any, key: Any) -> JSON:
@@ -578,31 +599,56 @@ def _set(container: Any, key: Any, value: JSON) -> None:
 
 
 def _perform(
-    container: Any, key: Any, op: str, target: JSON, value: JSON
+    container: Any, key: Any, op: str, target: JSON, value: JSON, place: Place | None
 ) -> tuple[Any, Any, list[str]] | None:
-    """Rule 4, once _check_op and _check_settable have passed."""
+    """Rule 4, once _check_op and _check_settable have passed. `place` is told first (it reads
+    the state before the op)."""
     is_list = isinstance(container, list)
     if is_list:
         key = len(container) if key == "-" else int(key)
     if op == "add" and is_list:
+        if place is not None:
+            place.insert(value)
         container.insert(key, value)  # on an array index, add inserts
     elif op in ("add", "replace"):
+        if place is not None:
+            place.set(value)
         _set(container, key, value)
     elif op == "remove":
+        if place is not None:
+            place.remove()
         del container[key]
     elif op == "truncate":
-        container[key] = _utf16_prefix(target, value) if isinstance(target, str) else target[:value]
+        kept = _utf16_prefix(target, value) if isinstance(target, str) else target[:value]
+        if place is not None:
+            if isinstance(kept, str):
+                place.truncate_text(len(kept))
+            else:
+                place.truncate_items(len(kept))
+        container[key] = kept
     elif isinstance(target, str):
-        container[key] = target + _as_text(value)
+        text = _as_text(value)
+        if place is not None:
+            place.append_text(target, text)
+        container[key] = target + text
         return container, key, [container[key]]
     elif isinstance(target, list):
         if isinstance(value, list):
+            if place is not None:
+                place.extend(value)
             target.extend(value)  # onto an array, append concatenates one level
         else:
+            if place is not None:
+                place.push(value)
             target.append(value)
     elif isinstance(target, dict):
+        assert isinstance(value, dict)  # (`_check_op`)
+        if place is not None:
+            place.merge(value)
         target.update(value)  # shallow merge, new keys win: how /message/metadata grows
     else:
+        if place is not None:
+            place.set(value)
         _set(container, key, value)  # onto missing or null, append sets
         if isinstance(value, str):
             return container, key, [value]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from convtap.wire.provenance import StringEvent
 from convtap.wire.sse import SSEEvent
 
 
@@ -88,27 +89,19 @@ def excerpt(text: str, size: int) -> str:
     return head[: cut.start() if cut else size] + "…"
 
 
-class Appended(NamedTuple):
-    """What a batch of events did to strings, for a reader that looks for text cut across
-    events (the recorder's redaction): the strings appended (by bare frames, appends and
-    Responses `*.delta` events, as decoded), the paths they went to, and the data of every
-    other event."""
-
-    pieces: list[str]
-    paths: list[str]
-    others: list[str]
-
-
 @dataclass(frozen=True, slots=True)
 class Decoded:
     """What one chunk of a stream did: the decoder's events, and for the recorder, the SSE text
-    of the complete events it held (comment lines included: stored raw), those events, what
-    they appended, and whether the text holds lines the decoder does not read."""
+    of the complete events it held (comment lines included: stored raw), those events and the
+    stream's index of the first, what they did to strings (`wire.provenance`: where each
+    character of a string came from; empty unless the decoder follows strings), and whether the
+    text holds lines the decoder does not read."""
 
     events: list[DecoderEvent]
     text: str
     sse: Sequence[SSEEvent]
-    appended: Appended
+    first: int
+    strings: list[StringEvent]
     unread_lines: bool
     unread_text: str | None = None  # those lines' text, when the parser knows it (comments)
 

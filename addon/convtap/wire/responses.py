@@ -18,14 +18,14 @@ from typing import Any
 
 from convtap.wire.bounded import Bounded, Kept
 from convtap.wire.events import (
-    Appended,
     ControlEvent,
     Decoded,
     DecodeError,
     DecoderEvent,
     excerpt,
 )
-from convtap.wire.jsonvalue import dumps, loads, loads_or_none
+from convtap.wire.jsonvalue import loads, loads_or_none
+from convtap.wire.provenance import Began, Ended, Piece, StringEvent
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
 PROTOCOL = "responses"
@@ -95,8 +95,13 @@ def delta_text(value: object) -> tuple[tuple[object, ...], str] | None:
     kind, text = value.get("type"), value.get("delta")
     if not isinstance(kind, str) or not kind.endswith(".delta") or not isinstance(text, str):
         return None
-    where = (kind, value.get("item_id"), value.get("output_index"), value.get("content_index"))
+    where = (kind, value.get("item_id"), value.get("output_index"), value.get("content_index"),
+             value.get("summary_index"))  # fmt: skip
     return where, text
+
+
+_DELTA: tuple[str, ...] = ("delta",)
+_OVER = frozenset({"response.completed", "response.failed", "response.incomplete"})
 
 
 @dataclass
@@ -109,30 +114,32 @@ class ResponsesDecoder:
     # output_index -> item, item id -> its argument deltas: bounded, like everything kept
     _items: Bounded[int, dict[str, Any]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
     _arguments: Bounded[str, list[str]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
+    # Where each string's text came from (`wire.provenance`), when a reader asks (`follow`):
+    # a string is what one item's part streams in `*.delta` events, numbered by where it is.
+    follow: bool = False
+    _strings: Bounded[tuple[object, ...], int] = field(
+        default_factory=lambda: Bounded(MAX_ITEMS)
+    )  # fmt: skip
+    _out: list[StringEvent] = field(default_factory=list)
+    _next: int = 0
+
+    def strings(self) -> list[StringEvent]:
+        """What the events fed since the last call did to strings (with `follow`)."""
+        out, self._out = self._out, []
+        return out
 
     def feed_all(
-        self,
-        events: Iterable[SSEEvent],
-        bad_utf8: Iterable[int] = (),
-        into: Appended | None = None,
+        self, events: Iterable[SSEEvent], bad_utf8: Iterable[int] = ()
     ) -> list[DecoderEvent]:
         """A parser's events, and where among them its bytes were not UTF-8; what they did: a
         `ControlEvent` for each typed event but the `*.delta` ones (which only grow an item:
-        read it from `summary()`), and the decode errors. With `into`, the text the `*.delta`
-        events append, and every other event's data, are added to it."""
+        read it from `summary()`), and the decode errors."""
         first = self.event_count
         found: list[DecoderEvent] = []
         for event in events:
             value = self._feed_one(event, found)
-            if into is not None:
-                delta = delta_text(value)
-                if delta is None:
-                    into.others.append(event.data)
-                else:  # its text, and the rest of it (ids, the sequence number, ...) apart
-                    into.pieces.append(delta[1])
-                    assert isinstance(value, dict)  # a delta's value is an object
-                    rest = {key: item for key, item in value.items() if key != "delta"}
-                    into.others.append(dumps(rest) or "")
+            if self.follow and isinstance(value, dict):
+                self._follow(self.event_count - 1, value)  # (its index)
         for position in bad_utf8:
             detail = "bytes that are not UTF-8 (read as U+FFFD)"
             found.append(self._error(first + position, "invalid-utf8", detail))
@@ -141,6 +148,40 @@ class ResponsesDecoder:
     def feed(self, event: SSEEvent) -> list[DecoderEvent]:
         """One event; what it did."""
         return self.feed_all((event,))
+
+    def _follow(self, index: int, value: dict[str, Any]) -> None:
+        """What event `index` did to strings: a `*.delta` grows its part's, a `*.done` ends
+        it, an item's `.done` ends its parts', the response's end ends all."""
+        delta = delta_text(value)
+        if delta is not None:
+            where, text = delta
+            string = self._strings.get(where)
+            if string is None:
+                string = self._strings[where] = self._next
+                self._next += 1
+                self._out.append(Began(string, -1, ()))
+            self._out.append(Piece(string, index, _DELTA, text))
+            return
+        kind = value.get("type")
+        if not isinstance(kind, str) or not self._strings:
+            return
+        if kind in _OVER:
+            ended = list(self._strings)
+        elif kind == "response.output_item.done":
+            item = value.get("item")
+            item_id = item.get("id") if isinstance(item, dict) else None
+            position = value.get("output_index")
+            ended = [w for w in self._strings
+                     if (item_id is not None and w[1] == item_id) or w[2] == position]  # fmt: skip
+        elif kind.endswith(".done"):
+            where = (kind[: -len(".done")] + ".delta", value.get("item_id"),
+                     value.get("output_index"), value.get("content_index"),
+                     value.get("summary_index"))  # fmt: skip
+            ended = [where] if where in self._strings else []
+        else:
+            return
+        for where in ended:
+            self._out.append(Ended(self._strings.pop(where)))
 
     def _feed_one(self, event: SSEEvent, found: list[DecoderEvent]) -> object:
         """One event, what it did added to `found`; its data as parsed (None when it is not
@@ -285,21 +326,18 @@ class ResponsesStream:
     `TurnDecoder` (`convtap.wire.events.StreamDecoder`); `decoder` holds what the response
     said, read when it ends."""
 
-    def __init__(self, decoder: ResponsesDecoder | None = None, *, collect: bool = True) -> None:
-        self.decoder = decoder or ResponsesDecoder()  # one response's, across its bodies
+    def __init__(self, decoder: ResponsesDecoder | None = None, *, follow: bool = False) -> None:
+        # one response's, across its bodies; `follow`: its strings followed (`Decoded.strings`,
+        # for a redaction that reads them: the recorder's)
+        self.decoder = decoder or ResponsesDecoder(follow=follow)
         self._parser = SSEParser()
-        # What the events append, for a redaction that reads it (the recorder); `convtap
-        # decode` does without (it costs a JSON dump of every delta event's other fields).
-        self._collect = collect
 
     def feed(self, chunk: bytes) -> Decoded:
         block = self._parser.read(chunk)
-        appended = Appended([], [], [])
-        into = appended if self._collect else None
-        found = self.decoder.feed_all(block.events, block.bad_utf8, into)
-        return Decoded(
-            found, block.text, block.events, appended, block.unread_lines, block.unread_text
-        )
+        first = self.decoder.event_count
+        found = self.decoder.feed_all(block.events, block.bad_utf8)
+        return Decoded(found, block.text, block.events, first, self.decoder.strings(),
+                       block.unread_lines, block.unread_text)  # fmt: skip
 
     def end_leg(self) -> bool:
         return self._parser.close()
@@ -312,6 +350,8 @@ def qualified_name(namespace: object, name: object) -> str | None:
     """A tool as a Responses client names it: `namespace.name` for a function of a namespace
     tool (`crm.lookup`), else its name; None when it has neither. Any JSON value is taken."""
     parts = [str(part) for part in (namespace, name) if part not in (None, "")]
+    if len(parts) == 2 and parts[0] == parts[1]:  # a deferred function named as its namespace
+        return parts[1]
     return ".".join(parts) or None
 
 
@@ -351,7 +391,7 @@ def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:
         if stripped.startswith(b"{"):
             decoder.whole(stripped)
             continue
-        stream = ResponsesStream(decoder, collect=False)
+        stream = ResponsesStream(decoder)
         stream.feed(body)
         stream.end_leg()
     return decoder

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from convtap.wire.delta import DeltaDecoder
-from convtap.wire.events import Appended, Decoded, DecodeError, DecoderEvent
+from convtap.wire.events import Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import SSEParser
 from convtap.wire.wsturn import TurnTopicAssembler
@@ -133,8 +133,8 @@ class TurnDecoder:
     """Feed legs of one turn, chunk by chunk; each `feed` says what the chunk did (`Decoded`),
     and `summary()` what the turn's stream said so far."""
 
-    def __init__(self) -> None:
-        self._decoder = DeltaDecoder()
+    def __init__(self, sources: bool = False) -> None:
+        self._decoder = DeltaDecoder(sources)  # `sources`: strings followed (`Decoded.strings`)
         self._truncated = False
         self._legs = 0
         self._parser: SSEParser | None = None
@@ -148,15 +148,13 @@ class TurnDecoder:
         decoder = self._decoder
         block = self._parser.read(chunk, runs=True)
         first = decoder.event_index
-        appended = Appended([], [], [])
-        found = decoder.feed_all(block.events, appended)
+        found = decoder.feed_all(block.events)
         for position in block.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
             found += decoder.record_error(
                 first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
             )
-        return Decoded(
-            found, block.text, block.events, appended, block.unread_lines, block.unread_text
-        )
+        return Decoded(found, block.text, block.events, first, decoder.strings(),
+                       block.unread_lines, block.unread_text)  # fmt: skip
 
     def end_leg(self) -> bool:
         """The current HTTP leg's body is over; True when it was cut inside an event."""

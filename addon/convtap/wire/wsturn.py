@@ -50,26 +50,39 @@ class TurnTopicAssembler:
 
     def feed(self, frame: str | bytes) -> str:
         """Take one frame's text; return the SSE text that is now in order (maybe "")."""
+        return "".join(text for _, text in self.feed_items(frame))
+
+    def feed_items(self, frame: str | bytes) -> list[tuple[str, str]]:
+        """Take one frame's text; return the items now in order: (stream item id, its SSE
+        text)."""
         index = self.frame_count
         self.frame_count += 1
         try:
             items = loads(frame if isinstance(frame, str) else frame.decode("utf-8", "replace"))
         except ValueError as exc:
             self.errors.append(f"frame {index}: not JSON: {exc}")
-            return ""
+            return []
         if not isinstance(items, list):
             self.errors.append(f"frame {index}: not a JSON array")
-            return ""
+            return []
         for message, topic in frame_messages(items):
             self._message(message, topic)
         return self._release()
 
+    def seen(self, item_id: str) -> bool:
+        """Whether the item was taken already (a catch-up repeats items)."""
+        return item_id in self._seen
+
     def close(self) -> str:
         """The frames have ended: release what still waits for a parent that never came, by
         envelope offset (the offsets agree with the chain)."""
+        return "".join(text for _, text in self.close_items())
+
+    def close_items(self) -> list[tuple[str, str]]:
+        """`close`, item by item."""
         pending = sorted(self._waiting.values(), key=lambda it: self._offsets.get(it["id"], 0))
         self._waiting.clear()
-        return "".join(it["text"] for it in pending)
+        return [(it["id"], it["text"]) for it in pending]
 
     def _message(self, message: dict[str, Any], topic: object) -> None:
         topic = message.get("topic_id", topic)
@@ -101,11 +114,11 @@ class TurnTopicAssembler:
             "text": text,
         }
 
-    def _release(self) -> str:
-        out: list[str] = []
+    def _release(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
         key = self._last if self._started else None
         while (item := self._waiting.pop(key, None)) is not None:
-            out.append(item["text"])
+            out.append((item["id"], item["text"]))
             key = self._last = item["id"]
             self._started = True
-        return "".join(out)
+        return out

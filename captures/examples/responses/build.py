@@ -186,27 +186,41 @@ def entry(body: dict[str, Any], response: str, at: str, content_type: str) -> di
     }
 
 
-def session(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any]:
-    """A HAR: the request that gets the calls, then (if any) the one that answers them."""
-    final = json.dumps(
-        {
-            "id": "resp_68a1beef",
-            "object": "response",
-            "status": "completed",
-            "previous_response_id": RESPONSE_ID,
-            "output": [
-                {
-                    "type": "message",
-                    "id": "msg_1",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": "21 °C."}],
-                }
-            ],
-        }
-    )
+def text_response(
+    response_id: str, previous: str | None, text: str, message_id: str = "msg_1"
+) -> dict[str, Any]:
+    return {
+        "id": response_id,
+        "object": "response",
+        "status": "completed",
+        "previous_response_id": previous,
+        "output": [
+            {
+                "type": "message",
+                "id": message_id,
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text}],
+            }
+        ],
+    }
+
+
+def session(
+    first: dict[str, Any], second: dict[str, Any] | None, third: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A HAR: the request that gets the calls, then (if any) the one that answers them, then
+    (if any) one more that continues the answer."""
+    final = json.dumps(text_response("resp_68a1beef", RESPONSE_ID, "21 °C."))
     entries = [entry(first, stream(), "2026-09-01T10:00:00.000Z", "text/event-stream")]
     if second is not None:
         entries.append(entry(second, final, "2026-09-01T10:00:05.000Z", "application/json"))
+    if third is not None:
+        last = json.dumps(text_response("resp_68a1cafe", "resp_68a1beef", "Ok.", "msg_2"))
+        entries.append(entry(third, last, "2026-09-01T10:00:09.000Z", "application/json"))
+    return har(entries)
+
+
+def har(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "log": {
             "version": "1.2",
@@ -214,6 +228,53 @@ def session(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, A
             "entries": entries,
         }
     }
+
+
+def socket_session(*, overlap: bool = False) -> dict[str, Any]:
+    """A HAR of one WebSocket-mode socket and two turns: the second create sent after the first
+    response completed, or (`overlap`) while it still streams, refused by the server."""
+    t0 = 1788256800.0  # 2026-09-01T10:00:00Z
+    first = {"type": "response.create", "model": "gpt-5.1", "input": "one"}
+    second = {"type": "response.create", "model": "gpt-5.1", "input": "two"}
+
+    def events(response_id: str, text: str) -> list[dict[str, Any]]:
+        done = text_response(response_id, None, text)
+        started = {**done, "status": "in_progress", "output": []}
+        return [{"type": "response.created", "sequence_number": 0, "response": started},
+                {"type": "response.completed", "sequence_number": 1, "response": done}]  # fmt: skip
+
+    refused = {"type": "error", "status": 400, "error": {
+        "type": "invalid_request_error", "code": "response_in_progress", "param": None,
+        "message": "A response is already in progress on this connection."}}  # fmt: skip
+    frames: list[tuple[str, dict[str, Any]]] = [("send", first)]
+    one, two = events("resp_68a1s001", "one"), events("resp_68a1s002", "two")
+    if overlap:
+        frames += [("send", second), ("receive", one[0]), ("receive", refused), ("receive", one[1])]
+    else:
+        frames += [("receive", one[0]), ("receive", one[1]), ("send", second)]
+        frames += [("receive", two[0]), ("receive", two[1])]
+    messages = [{"type": kind, "time": t0 + n, "opcode": 1, "data": json.dumps(frame)}
+                for n, (kind, frame) in enumerate(frames)]  # fmt: skip
+    upgrade = {
+        "startedDateTime": "2026-09-01T10:00:00.000Z",
+        "time": 10,
+        "request": {
+            "method": "GET", "url": "wss://api.openai.com/v1/responses", "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "upgrade", "value": "websocket"},
+                        {"name": "connection", "value": "Upgrade"}],
+            "cookies": [], "queryString": [], "headersSize": -1, "bodySize": 0,
+        },
+        "response": {
+            "status": 101, "statusText": "Switching Protocols", "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "upgrade", "value": "websocket"},
+                        {"name": "connection", "value": "Upgrade"}],
+            "cookies": [], "content": {"size": 0, "mimeType": "x-unknown", "text": ""},
+            "redirectURL": "", "headersSize": -1, "bodySize": 0,
+        },
+        "cache": {}, "timings": {"send": 1, "wait": 8, "receive": 1},
+        "_resourceType": "websocket", "_webSocketMessages": messages,
+    }  # fmt: skip
+    return har([upgrade])
 
 
 def main() -> None:

@@ -341,8 +341,24 @@ def responses_fixtures() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         "namespace": "agent",
         "output": "done",
     }
+    resent = r.answer(extra=(r.function_call(r.ARGS),))  # back-filled: the chain holds it
+    nulled = {**r.answer(), "previous_response_id": None}  # a relay that nulls the id
+    orphan = {"type": "function_call_output", "call_id": "call_gone", "output": "{}"}
+    later = {"model": "gpt-5.1", "previous_response_id": "resp_68a1beef",
+             "input": [{"role": "user", "content": "try again"}]}  # fmt: skip
     return {
         "responses-output-call-id": (r.session(r.request(), r.answer(fc_call_id=r.FC_ITEM)), good),
+        "responses-item-duplicate": (r.session(r.request(), resent), good),
+        "responses-chain-broken": (r.session(r.request(), nulled), good),
+        "responses-orphan-repeated": (
+            r.session(
+                r.request(),
+                r.answer(extra=(orphan,)),
+                {**later, "input": [orphan, *later["input"]]},
+            ),
+            r.session(r.request(), r.answer(), later),
+        ),
+        "responses-socket-overlap": (r.socket_session(overlap=True), r.socket_session()),
         "responses-output-type": (r.session(r.request(), r.answer(output={"temp_c": 21})), good),
         "responses-output-names-tool": (r.session(r.request(), r.answer(extra=(goal,))), good),
         "responses-tool-search": (r.session(r.request(), r.answer(search=bad_search)), good),
