@@ -156,6 +156,20 @@ def burst_bodies(turns: int) -> list[bytes]:
 def burst_upstream(bodies: list[bytes], chunk: int = 16384) -> Iterator[int]:
     """A local upstream answering `POST f/conversation` with body {"n": k} by turn k, chunked,
     as fast as the socket takes it. Yields its port."""
+
+    def pieces(n: int) -> Iterator[bytes]:
+        body = bodies[n]
+        for i in range(0, len(body), chunk):
+            yield body[i : i + chunk]
+
+    with answering_upstream(pieces) as port:
+        yield port
+
+
+@contextmanager
+def answering_upstream(pieces: Any) -> Iterator[int]:
+    """A local upstream answering `POST` with body {"n": k} by an event stream of the chunks
+    `pieces(k)` yields, each sent as it is yielded (so a generator paces them). Yields its port."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
@@ -166,15 +180,13 @@ def burst_upstream(bodies: list[bytes], chunk: int = 16384) -> Iterator[int]:
 
         def do_POST(self) -> None:
             request = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            body = bodies[int(request["n"])]
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for i in range(0, len(body), chunk):
-                piece = body[i : i + chunk]
-                self.wfile.flush()
+            for piece in pieces(int(request["n"])):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

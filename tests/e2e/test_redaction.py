@@ -10,17 +10,14 @@ import json
 import random
 import signal
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from convtap.journal.segments import journal_dir
 from convtap.record.local import redactor
 
-from tests.harness import capture_bytes, record
+from tests.harness import answering_upstream, capture_bytes, record
 from tests.redact import streams
 from tests.redact.test_stream import assert_nowhere, secret_of
 
@@ -43,39 +40,18 @@ def paused_stream() -> streams.Generated:
                              {"m-paused": f"my key is {KEY} ok"})  # fmt: skip
 
 
-@contextmanager
-def upstream(bodies: list[streams.Generated]) -> Iterator[int]:
-    """Answers `POST f/conversation` with {"n": k} by stream k, chunk by chunk as generated."""
+def paced(bodies: list[streams.Generated]) -> Callable[[int], Iterator[bytes]]:
+    """Stream k's chunks as generated, 2 ms apart (a `PAUSE` stops it for PAUSE seconds)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def pieces(n: int) -> Iterator[bytes]:
+        for chunk in bodies[n].chunks:
+            if chunk == b"PAUSE":
+                time.sleep(PAUSE)
+                continue
+            yield chunk
+            time.sleep(0.002)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            request = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for chunk in bodies[int(request["n"])].chunks:
-                if chunk == b"PAUSE":
-                    time.sleep(PAUSE)
-                    continue
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.flush()
-                time.sleep(0.002)
-            self.wfile.write(b"0\r\n\r\n")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    return pieces
 
 
 def test_a_live_recording_keeps_no_secret_of_any_kind_in_any_form(tmp_path: Path) -> None:
@@ -86,7 +62,7 @@ def test_a_live_recording_keeps_no_secret_of_any_kind_in_any_form(tmp_path: Path
         parts.append(part)
         bodies.append(streams.delta_stream(random.Random(1000 + n), secret, f"-{n}"))
     db = tmp_path / "live.db"
-    with upstream(bodies) as port, record(db, port, tmp_path) as rec:
+    with answering_upstream(paced(bodies)) as port, record(db, port, tmp_path) as rec:
         for n in range(len(bodies)):
             conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=30)
             conn.request("POST", "/backend-api/f/conversation", body=json.dumps({"n": n}),
