@@ -12,6 +12,13 @@ CODEX_VERSION := 0.171.0
 # its own for the same reason: its httpx needs an h11 that mitmproxy 11 refuses.
 DATASETTE ?= .venv-datasette
 DATASETTE_STAMP := $(DATASETTE)/.installed
+# Datasette 1.0 (alpha) the same way: the plugin is tested on both.
+DATASETTE1 ?= .venv-datasette1
+DATASETTE1_STAMP := $(DATASETTE1)/.installed
+# Arize Phoenix, a real OpenTelemetry receiver for the trace tests, in a virtualenv of its own
+# (its dependencies are many, and pinned apart).
+PHOENIX ?= .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX)/.installed
 
 .PHONY: demo test lint dist bench goldens schemas docs clean
 
@@ -39,12 +46,27 @@ $(DATASETTE_STAMP): constraints-datasette.txt pyproject.toml
 	$(DATASETTE)/bin/python -m pip install -q --no-deps -e .
 	@touch $(DATASETTE_STAMP)
 
+$(DATASETTE1_STAMP): constraints-datasette1.txt pyproject.toml
+	$(PYTHON) -m venv $(DATASETTE1)
+	$(DATASETTE1)/bin/python -m pip install -q --upgrade pip
+	$(DATASETTE1)/bin/python -m pip install -q -c constraints-datasette1.txt datasette
+	$(DATASETTE1)/bin/python -m pip install -q --no-deps -e .
+	@touch $(DATASETTE1_STAMP)
+
+$(PHOENIX_STAMP): constraints-phoenix.txt
+	$(PYTHON) -m venv $(PHOENIX)
+	$(PHOENIX)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX)/bin/python -m pip install -q -c constraints-phoenix.txt arize-phoenix
+	@touch $(PHOENIX_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/convtap demo --db captures/demo.db
 
-test: $(STAMP) $(CLIENTS_STAMP) $(DATASETTE_STAMP)
+test: $(STAMP) $(CLIENTS_STAMP) $(DATASETTE_STAMP) $(DATASETTE1_STAMP) $(PHOENIX_STAMP)
 	CONVTAP_CLIENTS_PYTHON=$(abspath $(CLIENTS))/bin/python \
-		CONVTAP_DATASETTE=$(abspath $(DATASETTE))/bin/datasette $(BIN)/python -m pytest -q
+		CONVTAP_DATASETTE=$(abspath $(DATASETTE))/bin/datasette \
+		CONVTAP_DATASETTE1=$(abspath $(DATASETTE1))/bin/datasette \
+		CONVTAP_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix $(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check addon tests bench captures
@@ -83,4 +105,4 @@ docs: $(STAMP)
 	mv docs/rules.md.tmp docs/rules.md
 
 clean:
-	rm -rf $(VENV) $(CLIENTS) $(DATASETTE) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build
+	rm -rf $(VENV) $(CLIENTS) $(DATASETTE) $(DATASETTE1) $(PHOENIX) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist build

@@ -2,7 +2,11 @@
 call in `convtap calls`, complete, and no flow marked as lost; with the time the burst took, the
 time the recorder then needed to catch up (Ctrl-C waits for it), and the journal's peak size.
 
-    python bench/burst_bench.py [--mb 150]
+    python bench/burst_bench.py [--mb 150] [--otlp-endpoint URL]
+
+With --otlp-endpoint, the burst runs twice, without and with `record --otlp-endpoint URL` (live
+traces from a thread of the recorder process), and the second's times are given as ratios to
+the first's: what the live traces cost the client and the recorder.
 
 The turns are decode_bench's (~0.3 MB each, each ending in a local tool call), sent one after the
 other on one keep-alive connection through `convtap record --mode reverse:` to a local upstream.
@@ -43,14 +47,26 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--mb", type=float, default=150.0)
+    parser.add_argument("--otlp-endpoint", metavar="URL")
     args = parser.parse_args()
     bodies = burst_bodies(max(1, round(args.mb / 0.3)))
+    plain = burst(bodies)
+    if args.otlp_endpoint:
+        traced = burst(bodies, "--otlp-endpoint", args.otlp_endpoint)
+        print(f"with --otlp-endpoint {args.otlp_endpoint}: the client took "
+              f"{traced[0] / plain[0]:.2f}x the time, the burst and the recorder's catching up "
+              f"{traced[1] / plain[1]:.2f}x (one run each)")  # fmt: skip
+
+
+def burst(bodies: list[bytes], *flags: str) -> tuple[float, float]:
+    """One burst through `convtap record` (`flags` added): the client's time, and the time
+    until the recorder had it all."""
     size = sum(map(len, bodies)) / 1e6
     with tempfile.TemporaryDirectory(prefix="burst_bench-") as tmp:
         db = Path(tmp) / "burst.db"
         received: list[bytes] = []
         peak = 0
-        with burst_upstream(bodies) as upstream, record(db, upstream, Path(tmp)) as rec:
+        with burst_upstream(bodies) as upstream, record(db, upstream, Path(tmp), *flags) as rec:
             sender = threading.Thread(target=send_burst, args=(rec.port, len(bodies), received))
             start = time.perf_counter()
             sender.start()
@@ -71,7 +87,8 @@ def main() -> None:
             flows = conn.execute("SELECT count(*) FROM flows").fetchone()
             complete = conn.execute("SELECT count(*) FROM tool_calls WHERE complete").fetchone()
     exact = received == bodies
-    print(f"burst: {size:.1f} MB in {len(bodies)} turns, each ending in a local tool call, one run")
+    print(f"burst: {size:.1f} MB in {len(bodies)} turns, each ending in a local tool call, one run"
+          + (f" ({' '.join(flags)})" if flags else ""))  # fmt: skip
     print(f"  the client received it all in {sent:.1f} s ({size / sent:.1f} MB/s), "
           f"byte-exact: {exact}")  # fmt: skip
     print(f"  the journal peaked at {peak / 1e6:.0f} MB ({behind / 1e6:.0f} MB when the burst "
@@ -85,6 +102,7 @@ def main() -> None:
     if not ok:
         print(out[-2000:])
         sys.exit(1)
+    return sent, sent + drained
 
 
 if __name__ == "__main__":

@@ -1059,6 +1059,9 @@ def outputs_of_uncaught(tmp_path_factory: pytest.TempPathFactory) -> dict[str, b
         out = folder / f"export{len(outputs)}.har"
         assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
         outputs[" ".join(["export", *flags])] = out.read_bytes()
+    traces = convtap("export", "--db", str(db), "--format", "otlp", "--otel-content")
+    assert traces.returncode == 0 and b"gen_ai.input.messages" in traces.stdout_bytes
+    outputs["export --format otlp --otel-content"] = traces.stdout_bytes
     assert b"<redacted:" in outputs["db"] and b"lang=pt" in outputs["db"]
     return outputs
 
@@ -1070,7 +1073,8 @@ def test_no_kind_of_secret_is_in_the_database_the_report_or_an_export(
     """Google and Hugging Face keys, an AWS secret key in prose, a Stripe key past 24
     characters, JSON keys with a space, `passphrase`, `pass`, a Referer's query (an allow-listed
     header), a URL's `code=`, a key as an SSE event name: each was stored in clear, and went on
-    into the report and the HAR export (`--shape-only` too)."""
+    into the report and the HAR export (`--shape-only` too); the traces with content read only
+    what was stored."""
     secret = secret_of(UNCAUGHT[kind][1]).encode()
     parts = (secret, secret[-12:])  # the end too: a Stripe key lost only its first 24
     leaks = [where for where, data in outputs_of_uncaught.items() if any(p in data for p in parts)]

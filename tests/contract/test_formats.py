@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 import jsonschema
 import pytest
+from convtap.contract.formats import MINTED
 from convtap.contract.registry import registry
 from convtap.ingest.capture import import_into
 
@@ -139,3 +144,94 @@ def test_a_first_turns_finding_goes_to_the_conversation_the_server_assigned(
     audited = json.loads(convtap("audit", "--db", str(db), "--format", "json").stdout)
     assert [f["conversation_id"] for f in audited["findings"]] == [assigned[0][0]]
     assert "no conversation yet" not in convtap("audit", "--db", str(db)).stdout
+
+
+# -- SARIF and JUnit that hold from one CI run to the next -----------------------------------
+
+GITHUB_LIMITS = {"runs": 20, "results": 25_000, "rules": 25_000, "tags": 20, "locations": 1_000,
+                 "extensions": 100, "gzip_bytes": 10 * 1024 * 1024}  # fmt: skip
+
+
+def demo_run(folder: Path) -> Path:
+    """`convtap demo`: the mock (minting new ids each run), the recorder, and the reference
+    client answering once right and once with its typical mistakes."""
+    folder.mkdir()
+    db = folder / "ci.db"
+    ran = convtap("demo", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    return db
+
+
+def audited(db: Path, fmt: str, *flags: str, cwd: Path | None = None) -> str:
+    with contextlib.chdir(cwd or Path.cwd()):
+        ran = convtap("audit", "--db", str(db), "--format", fmt, "--fail-on", "never", *flags)
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout
+
+
+def within_github_limits(sarif: dict[str, Any]) -> None:
+    """GitHub code scanning's documented upload limits, and its relative artifact URIs."""
+    assert len(gzip.compress(json.dumps(sarif).encode())) <= GITHUB_LIMITS["gzip_bytes"]
+    assert len(sarif["runs"]) <= GITHUB_LIMITS["runs"]
+    for run in sarif["runs"]:
+        assert len(run["results"]) <= GITHUB_LIMITS["results"]
+        assert len(run["tool"]["driver"]["rules"]) <= GITHUB_LIMITS["rules"]
+        assert len(run["tool"].get("extensions", [])) <= GITHUB_LIMITS["extensions"]
+        for rule in run["tool"]["driver"]["rules"]:
+            assert len(rule["properties"]["tags"]) <= GITHUB_LIMITS["tags"]
+        for result in run["results"]:
+            assert len(result["locations"]) <= GITHUB_LIMITS["locations"]
+            uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            assert not urlsplit(uri).scheme and not uri.startswith("/")
+
+
+def test_the_same_client_twice_gives_the_same_fingerprints_and_case_names(
+    tmp_path: Path,
+) -> None:
+    first, second = demo_run(tmp_path / "one"), demo_run(tmp_path / "two")
+    minted = "SELECT conversation_id FROM turns UNION SELECT call_id FROM tool_calls"
+    with sqlite3.connect(first) as a, sqlite3.connect(second) as b:
+        assert not set(a.execute(minted)) & set(b.execute(minted))  # new ids every run
+    schema = json.loads(SARIF_SCHEMA.read_text())
+    prints, names = [], []
+    for db in (first, second):
+        sarif = json.loads(audited(db, "sarif", cwd=db.parent))
+        jsonschema.validate(sarif, schema)
+        within_github_limits(sarif)
+        results = sarif["runs"][0]["results"]
+        prints.append(sorted(r["partialFingerprints"]["convtap/v2"] for r in results))
+        root = ElementTree.fromstring(audited(db, "junit").encode())
+        names.append(sorted((c.get("classname"), c.get("name")) for c in root.iter("testcase")))
+        assert sarif["runs"][0]["artifacts"][0]["location"]["uri"] == "ci.db"
+    assert prints[0] == prints[1] and len(prints[0]) >= 6
+    assert len(set(prints[0])) == len(prints[0])  # one alert per mistake
+    assert names[0] == names[1]
+    assert not any(MINTED.search(name or "") for _, name in names[0])
+
+
+def test_sarif_names_the_capture_relative_to_the_root(tmp_path: Path, faulty_db: Path) -> None:
+    inside = tmp_path / "captures" / "run 1"
+    inside.mkdir(parents=True)
+    (inside / "ci.db").write_bytes(faulty_db.read_bytes())
+    sarif = json.loads(audited(inside / "ci.db", "sarif", "--sarif-root", str(tmp_path)))
+    location = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"] == {"uri": "captures/run%201/ci.db",
+                                            "uriBaseId": "%SRCROOT%"}  # fmt: skip
+    elsewhere = json.loads(audited(inside / "ci.db", "sarif", "--sarif-root", str(ROOT)))
+    assert elsewhere["runs"][0]["artifacts"][0]["location"]["uri"] == "ci.db"
+    ran = convtap("audit", "--db", str(faulty_db), "--format", "json", "--sarif-root", ".")
+    assert ran.returncode == 2 and "--sarif-root goes with --format sarif" in ran.stderr
+
+
+def test_sarif_keeps_the_most_severe_within_githubs_result_limit() -> None:
+    from convtap.contract.audit import AuditResult
+    from convtap.contract.formats import SARIF_MAX_RESULTS, sarif
+    from convtap.contract.registry import Finding
+
+    many = [Finding("prepare-missing", "warning", "m", call_id=f"c{n}") for n in range(25_010)]
+    errors = [Finding("return-recipient", "error", "e", call_id="x")] * 3
+    document = sarif(AuditResult(1, 1, [*many, *errors]), "ci.db")
+    results = document["runs"][0]["results"]
+    assert len(results) == SARIF_MAX_RESULTS == GITHUB_LIMITS["results"]
+    assert sum(r["level"] == "error" for r in results) == 3
+    assert document["runs"][0]["properties"] == {"omitted_results": 13}

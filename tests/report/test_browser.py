@@ -318,7 +318,12 @@ def test_the_charts_render_with_their_bars(browser: Chromium, tmp_path: Path) ->
             const b = g.getBBox(); return b.width * b.height; });
         return {id: svg.id, width: box.width, height: box.height, bars};
     })""")
-    assert [c["id"] for c in drawn] == ["chart-latency", "chart-tokens", "chart-activity"]
+    assert [c["id"] for c in drawn] == [
+        "chart-latency",
+        "chart-tokens",
+        "chart-cost",
+        "chart-activity",
+    ]
     for c in drawn:
         assert c["width"] > 300 and c["height"] > 50, c
         assert c["bars"] and any(area > 0 for area in c["bars"]), c

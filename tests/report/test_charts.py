@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -137,3 +138,33 @@ def test_usage_from_an_event_and_what_is_no_usage() -> None:
     assert Usage.of({"input_tokens": "10", "output_tokens": True, "output_tokens_details": 3}) == (
         Usage()
     )
+
+
+def test_cost_a_bar_per_answer_and_the_capture_in_words(demo: Path) -> None:
+    """Each Responses answer's cost (US cents) as genai-prices priced it when recorded, and the
+    capture's sum and cache-hit ratio in the caption."""
+    stored = rows(demo, "SELECT cost_usd, model FROM usage ORDER BY answered_at, flow_id")
+    html = page_of(demo)
+    bars = bars_of(chart(html, "chart-cost"))
+    said = titles(chart(html, "chart-cost"))
+    assert len(said) == len(stored) == 4
+    for title, (cost, model) in zip(said, stored, strict=True):
+        assert cost > 0 and model in title
+        assert f"${cost:,.6f}".rstrip("0") in title, title
+    assert len(bars) == len(stored)
+    total = sum(cost for cost, _ in stored)
+    caption = charts_module.cost_words(open_readonly(demo))
+    assert caption is not None and f"${total:,.6f}".rstrip("0") in caption
+    assert caption in html and "the prompt cache gave 0% of" in caption
+
+
+def test_an_unpriced_answer_makes_the_sum_unknown(demo: Path, tmp_path: Path) -> None:
+    db = tmp_path / "unpriced.db"
+    db.write_bytes(demo.read_bytes())
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE usage SET cost_usd = NULL, pricing = 'unknown: test' "
+                     "WHERE rowid = (SELECT min(rowid) FROM usage)")  # fmt: skip
+    said = titles(chart(page_of(db), "chart-cost"))
+    assert sum("unknown (1 of 1 unpriced: unknown: test)" in t for t in said) == 1
+    caption = charts_module.cost_words(open_readonly(db))
+    assert caption is not None and "cost unknown (1 of 4 answers unpriced" in caption

@@ -33,7 +33,7 @@ from convtap.store.database import (
     open_readonly,
 )
 from convtap.store.rows import EventRow, MessageRow
-from convtap.store.schema import MIGRATIONS
+from convtap.store.schema import MIGRATIONS, SCHEMA_VERSION
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.turn import message_text
 from hypothesis import given, settings
@@ -284,7 +284,7 @@ def test_a_schema_4_capture_is_read_as_it_is_and_migrated_in_place(tmp_path: Pat
 
     migrated = connect(path, create=False)
     assert migrated.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-        "5",
+        str(SCHEMA_VERSION),
     )
     assert reads(path, migrated) == expected
     stored_as = migrated.execute("SELECT seq, data IS NULL FROM events ORDER BY seq").fetchall()
@@ -319,3 +319,13 @@ def test_a_capture_older_than_schema_4_is_reported_as_it_is(tmp_path: Path) -> N
     assert ran.returncode == 0, ran.stderr
     assert "1,234 input tokens" in (tmp_path / "r.html").read_text()
     assert path.read_bytes() == before
+
+
+def test_an_integer_past_64_bits_in_a_stored_message_reads_back_exact() -> None:
+    """orjson reads such an integer as a float; a message read back from the store keeps it."""
+    message = {"id": "m", "author": {"role": "assistant"}, "metadata": {"n": 2**70 + 1},
+               "content": {"content_type": "text", "parts": ["hi"]}}  # fmt: skip
+    without = message_without_text(message)
+    assert without is not None
+    row = {"json": dumps(without), "text": "hi", "json_without_text": 1}
+    assert message_value(row)["metadata"]["n"] == 2**70 + 1

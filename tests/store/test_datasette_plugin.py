@@ -1,6 +1,7 @@
-"""convtap's Datasette plugin in a real Datasette (its own virtualenv, `.venv-datasette`, which
-`make test` builds): the canned queries and the table descriptions on every capture served,
-whatever its file's name, none on another SQLite file; the queries right for both protocols."""
+"""convtap's Datasette plugin in a real Datasette, 0.65 and 1.0 (alpha), each in its own
+virtualenv (`.venv-datasette`, `.venv-datasette1`, which `make test` builds): the canned queries
+and the table descriptions on every capture served, whatever its file's name, none on another
+SQLite file; the queries right for both protocols; no deprecated hook."""
 
 from __future__ import annotations
 
@@ -30,17 +31,29 @@ ROOT = Path(__file__).resolve().parents[2]
 STARTED = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
-def datasette_binary() -> Path:
-    found = Path(os.environ.get("CONVTAP_DATASETTE", ROOT / ".venv-datasette/bin/datasette"))
+# Each Datasette the plugin serves: its virtualenv's variable, and the default place of it.
+DATASETTES = {
+    "0.65": ("CONVTAP_DATASETTE", ".venv-datasette"),
+    "1.0": ("CONVTAP_DATASETTE1", ".venv-datasette1"),
+}
+
+
+def datasette_binary(line: str = "0.65") -> Path:
+    variable, folder = DATASETTES[line]
+    found = Path(os.environ.get(variable, ROOT / folder / "bin/datasette"))
     if not found.exists():
-        pytest.skip("Datasette's virtualenv is missing: `make test` creates .venv-datasette")
+        pytest.skip(f"Datasette {line}'s virtualenv is missing: `make test` creates {folder}")
     return found
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
-    """A Datasette on 127.0.0.1 serving the demo as `sdk.db`, the example session as
-    `session.db` and a SQLite file of another application as `other.db`."""
+@pytest.fixture(scope="module", params=list(DATASETTES))
+def served(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, Path, Path]]:
+    """A Datasette (0.65, then 1.0) on 127.0.0.1 serving the demo as `sdk.db`, the example
+    session as `session.db` and a SQLite file of another application as `other.db`; its base
+    URL ends in `#0.65` or `#1.0` (a fragment, never sent) to say which it is."""
+    binary = datasette_binary(request.param)
     folder = tmp_path_factory.mktemp("datasette")
     sdk = folder / "sdk.db"
     assert convtap("demo", "--db", str(sdk)).returncode == 0
@@ -50,11 +63,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE tool_calls (call_id TEXT)")
     process = subprocess.Popen(
-        [datasette_binary(), "serve", "-h", "127.0.0.1", "-p", "0", sdk, session, other],
+        [binary, "serve", "-h", "127.0.0.1", "-p", "0", sdk, session, other],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     try:
-        yield f"http://127.0.0.1:{_port(process)}", sdk, session
+        yield f"http://127.0.0.1:{_port(process)}#{request.param}", sdk, session
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
@@ -75,7 +88,7 @@ def _port(process: subprocess.Popen[bytes]) -> int:
 
 
 def get(base: str, path: str) -> Any:
-    with urllib.request.urlopen(base + path, timeout=30) as answer:
+    with urllib.request.urlopen(base.split("#")[0] + path, timeout=30) as answer:
         return json.loads(answer.read())
 
 
@@ -85,11 +98,31 @@ def query(base: str, db: str, name: str) -> list[dict[str, Any]]:
     return list(answer["rows"])
 
 
-def test_the_plugin_is_loaded(served: tuple[str, Path, Path]) -> None:
+def line(base: str) -> str:
+    """Which Datasette serves at `base`: 0.65 or 1.0."""
+    return base.split("#")[1]
+
+
+def descriptions(base: str, db: str) -> dict[str, str]:
+    """The tables' descriptions as the Datasette at `base` shows them (1.0 keeps them in its
+    internal database, and says them with each table)."""
+    if line(base) == "0.65":
+        described = get(base, "/-/metadata.json")["databases"][db]["tables"]
+        return {name: t["description"] for name, t in described.items()}
+    found = {}
+    for name in TABLES:
+        metadata = get(base, f"/{db}/{name}.json?_size=1&_extra=metadata")["metadata"]
+        found[name] = metadata.get("description")
+    return found
+
+
+def test_the_plugin_is_loaded_with_no_deprecated_hook(served: tuple[str, Path, Path]) -> None:
+    """0.65 asks for queries and metadata by hooks; 1.0 stores them once it starts (its
+    `get_metadata` is deprecated, its `canned_queries` gone)."""
     plugins = get(served[0], "/-/plugins.json")
-    assert [sorted(p["hooks"]) for p in plugins if p["name"] == "convtap"] == [
-        ["canned_queries", "get_metadata", "prepare_connection"]
-    ]
+    hooks = {"0.65": ["canned_queries", "get_metadata", "prepare_connection"],
+             "1.0": ["prepare_connection", "startup"]}[line(served[0])]  # fmt: skip
+    assert [sorted(p["hooks"]) for p in plugins if p["name"] == "convtap"] == [hooks]
 
 
 def test_sql_reads_raw_events_and_messages_whole(served: tuple[str, Path, Path]) -> None:
@@ -120,15 +153,25 @@ def rows_of(path: Path, sql: str) -> list[dict[str, Any]]:
 def test_every_capture_has_the_queries_and_the_tables_described(
     served: tuple[str, Path, Path], db: str
 ) -> None:
-    listed = get(served[0], f"/{db}.json")["queries"]
-    assert [q["name"] for q in listed] == list(QUERIES)
-    described = get(served[0], "/-/metadata.json")["databases"][db]["tables"]
-    assert {name: t["description"] for name, t in described.items()} == TABLES
+    listed = get(served[0], f"/{db}.json")
+    if line(served[0]) == "0.65":
+        assert [q["name"] for q in listed["queries"]] == list(QUERIES)
+    else:  # 1.0 lists the first few stored queries, and counts them all
+        assert listed["queries_count"] == len(QUERIES)
+        assert {q["name"] for q in listed["queries"]} <= set(QUERIES)
+    for name in QUERIES:  # each runs
+        assert get(served[0], f"/{db}/{name}.json?_size=1&q=x")["ok"]
+    assert descriptions(served[0], db) == TABLES
 
 
 def test_another_sqlite_file_has_none(served: tuple[str, Path, Path]) -> None:
     assert get(served[0], "/other.json")["queries"] == []
-    assert "other" not in get(served[0], "/-/metadata.json").get("databases", {})
+    if line(served[0]) == "0.65":
+        assert "other" not in get(served[0], "/-/metadata.json").get("databases", {})
+    else:
+        assert get(served[0], "/other/tool_calls.json?_extra=metadata")["metadata"] == {
+            "columns": {}
+        }
 
 
 @pytest.mark.parametrize("db", ["sdk", "session"])

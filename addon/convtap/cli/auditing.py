@@ -31,7 +31,14 @@ from convtap.cli.common import db_option, fail, main, say, say_unrecorded
     "--rule", "rules", multiple=True, metavar="ID", help="Report only these rules (repeatable)."
 )
 @click.option("--wide", is_flag=True, help="Text as long as it is (else it fits 120 columns).")
-def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool) -> None:
+@click.option(
+    "--sarif-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="SARIF names the capture relative to this folder (default: the working directory).",
+)
+def audit(
+    db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool, sarif_root: Path | None
+) -> None:
     """Check every tool return in a capture against the contract and report the findings.
 
     Exit 0 when no finding is at or above --fail-on, 1 when there is one, 2 on bad usage or an
@@ -41,6 +48,7 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool) 
     Example:
       convtap audit --db captures/capture.db
       convtap audit --format sarif > convtap.sarif      # for code scanning
+      convtap audit --format sarif --sarif-root "$GITHUB_WORKSPACE" > convtap.sarif
       convtap audit --format github --fail-on warning   # in a GitHub workflow
     """
     from convtap.contract.formats import render
@@ -51,12 +59,26 @@ def audit(db: Path, fmt: str, fail_on: str, rules: tuple[str, ...], wide: bool) 
     unknown = sorted(set(rules) - set(registry()))
     if unknown:
         fail(f"unknown rule {', '.join(unknown)} (see `convtap rules`)")
+    if sarif_root is not None and fmt != "sarif":
+        fail("--sarif-root goes with --format sarif")
+    if sarif_root is not None and not sarif_root.is_dir():
+        fail(f"--sarif-root {sarif_root}: no such folder")
+    source, place_of = str(db), None
     try:
         result = audit_capture(db, set(rules) or None)
+        if fmt in ("sarif", "junit"):  # findings named by their place, never by an id
+            from convtap.export.traces import finding_places, sarif_uri
+
+            place_of = finding_places(db)
+            if fmt == "sarif":
+                source = sarif_uri(db, sarif_root or Path.cwd())
     except StoreError as exc:
         fail(str(exc))
     say_unrecorded(db)
-    output = render(result, fmt, str(db), wide=wide)
+    if place_of is None:
+        output = render(result, fmt, source, wide=wide)
+    else:
+        output = render(result, fmt, source, wide=wide, place_of=place_of)
     if output:
         click.echo(output)
     if not result.stored:

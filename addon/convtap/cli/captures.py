@@ -61,44 +61,112 @@ def import_(files: tuple[Path, ...], db: Path, no_redact: bool) -> None:
 @main.command("export")
 @db_option
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["har", "otlp"]),
+    default="har",
+    show_default=True,
+    help="har: a HAR 1.2 file; otlp: the capture's traces as OTLP/JSON (stdout without --output).",
+)
+@click.option(
     "--output",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE.har",
-    help="The HAR file to write (replaced if it exists).",
+    metavar="FILE",
+    help="The file to write (replaced if it exists); required for har.",
 )
 @click.option(
     "--blank-words",
     "--shape-only",
     "blank_words",
     is_flag=True,
-    help="Replace every natural-language string by a placeholder of the same length; keep ids, "
-    "enumerations, numbers and structure (--shape-only is its earlier name).",
+    help="har: replace every natural-language string by a placeholder of the same length; keep "
+    "ids, enumerations, numbers and structure (--shape-only is its earlier name).",
 )
-def export(db: Path, output: Path, blank_words: bool) -> None:
-    """Export a capture as a HAR 1.2 file that convtap import, browsers and mitmproxy read.
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Send the capture's traces over OTLP/HTTP to URL (its /v1/traces when it has no path).",
+)
+@click.option(
+    "--otel-content",
+    is_flag=True,
+    help="otlp: put message content on the spans (as stored: redacted); none without it.",
+)
+def export(
+    db: Path,
+    fmt: str,
+    output: Path | None,
+    blank_words: bool,
+    otlp_endpoint: str | None,
+    otel_content: bool,
+) -> None:
+    """Export a capture as a HAR 1.2 file that convtap import, browsers and mitmproxy read, or
+    its OpenTelemetry traces (GenAI semantic conventions) as OTLP/JSON or over OTLP/HTTP.
 
-    Secrets stay redacted as stored. With --blank-words the export still decodes, audits to the
+    Secrets stay redacted as stored. With --blank-words the HAR still decodes, audits to the
     same findings and diffs without a breaking change, but holds none of the conversation's
-    words.
+    words. A trace is one conversation or Responses chain: a chat span per model turn, an
+    execute_tool span per answered client call, findings as span events.
 
     \b
     Example:
       convtap export --db captures/capture.db --output session.har
       convtap export --blank-words --output blank.har   # to share with a bug report
+      convtap export --format otlp --output traces.json
+      convtap export --otlp-endpoint http://127.0.0.1:6006/v1/traces   # Arize Phoenix
     """
-    from convtap.export.har import export_har
     from convtap.store.database import StoreError
+    from convtap.telemetry.otlp import EndpointError, traces_url
 
+    if otlp_endpoint is not None:
+        try:
+            traces_url(otlp_endpoint)
+        except EndpointError as exc:
+            fail(f"--otlp-endpoint: {exc}")
+        fmt = "otlp"
+    if fmt == "har" and output is None:
+        fail("--output FILE.har is needed for a HAR export")
+    if fmt == "otlp" and blank_words:
+        fail("--blank-words goes with --format har")
+    if fmt == "har" and otel_content:
+        fail("--otel-content goes with --format otlp or --otlp-endpoint")
     try:
-        count = export_har(db, output, blank_words=blank_words)
+        if fmt == "har":
+            assert output is not None
+            _export_har(db, output, blank_words)
+        else:
+            _export_otlp(db, output, otlp_endpoint, otel_content)
     except StoreError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
+
+
+def _export_har(db: Path, output: Path, blank_words: bool) -> None:
+    from convtap.export.har import export_har
+
+    count = export_har(db, output, blank_words=blank_words)
     say_unrecorded(db)
     blanked = " (words blanked)" if blank_words else ""
     click.echo(f"exported {count} flows into {output}{blanked}")
+
+
+def _export_otlp(db: Path, output: Path | None, endpoint: str | None, content: bool) -> None:
+    from convtap.export.traces import send_traces, write_traces
+
+    if endpoint is None or output is not None:  # without --output, the JSON is all stdout gets
+        count = write_traces(db, output, content=content)
+        say_unrecorded(db)
+        if output is not None:
+            click.echo(f"exported {count} spans into {output}")
+    if endpoint is not None:
+        sender = send_traces(db, endpoint, content=content)
+        say_unrecorded(db)
+        if sender.lost:
+            click.echo(f"convtap: {sender.lost} of {sender.lost + sender.sent} spans were not "
+                       f"sent to {sender.url}: {sender.reason}", err=True)  # fmt: skip
+            sys.exit(1)
+        click.echo(f"sent {sender.sent} spans to {sender.url}")
 
 
 @main.command()
@@ -133,16 +201,21 @@ def calls(db: Path, fmt: str, wide: bool) -> None:
     Example:
       convtap calls --db captures/capture.db
     """
+    from convtap.export.traces import ledger_usage
     from convtap.ingest.capture import ledger
     from convtap.store.database import StoreError
+    from convtap.telemetry.cost import answer_usage
 
     try:
         rows = ledger(db)
+        usage = ledger_usage(db) if fmt == "json" else {}
     except StoreError as exc:
         fail(str(exc))
     say_unrecorded(db)
     if fmt == "json":  # `runs_on`: who runs the tool (a server-run one owes no return)
         rows = [{**r, "runs_on": "server" if _server_run(r) else "client"} for r in rows]
+        for row in rows:  # what the answer that made the call used and cost
+            row["answer_usage"] = answer_usage(usage.get(row["call_id"]))
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     click.echo(render_ledger(rows, wide=wide))

@@ -45,6 +45,12 @@ from convtap.cli.common import MITM_SCRIPT, db_option, fail, host_unknown, main,
 @click.option(
     "--web-port", type=click.IntRange(0, 65535), help="The live page's port (default: a free one)."
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Send each turn's OpenTelemetry spans over OTLP/HTTP to URL as it ends.",
+)
+@click.option("--otel-content", is_flag=True, help="With --otlp-endpoint: message content too.")
 def record(
     mode: str,
     listen_host: str,
@@ -55,6 +61,8 @@ def record(
     catch_up: bool,
     web: bool,
     web_port: int | None,
+    otlp_endpoint: str | None,
+    otel_content: bool,
 ) -> None:
     """Run the proxy and record every turn, tool call and tool return into --db.
 
@@ -67,6 +75,7 @@ def record(
       convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
       convtap record --catch-up      # after a crash: record what the journal still holds
       convtap record --web           # and watch the report live: open the URL it prints
+      convtap record --otlp-endpoint http://127.0.0.1:6006/v1/traces   # traces, live
     """
     from mitmproxy.proxy.mode_specs import ProxyMode
     from mitmproxy.tools import cmdline, dump
@@ -93,6 +102,7 @@ def record(
         fail("--web shows a recording: it cannot go with --catch-up")
     if web_port is not None and not web:
         fail("--web-port goes with --web")
+    traces = live_traces_url(otlp_endpoint, otel_content, catch_up)
     web_port = web_port or 0
     if web and (busy := port_in_use("127.0.0.1", web_port)) is not None:
         fail(f"cannot listen on 127.0.0.1:{web_port} ({busy}): choose another --web-port "
@@ -128,6 +138,12 @@ def record(
     for setting in settings:
         args += ["--set", setting]
     page = start_live_page(db, web_port, new=new) if web else None
+    if traces is not None:  # the recorder process the addon starts reads them
+        from convtap.telemetry.live import CONTENT, ENDPOINT
+
+        os.environ[ENDPOINT] = traces
+        os.environ[CONTENT] = "1" if otel_content else "0"
+        click.echo(f"Traces: each turn's spans go to {traces} as it ends")
     sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold up the traffic
     asyncio.set_event_loop_policy(QuietCancelPolicy())
     try:
@@ -156,6 +172,22 @@ def record(
     if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
         say(addon.failed)
         sys.exit(1)
+
+
+def live_traces_url(endpoint: str | None, content: bool, catch_up: bool) -> str | None:
+    """The traces URL `--otlp-endpoint` names, checked (a bad one is one line, exit 2)."""
+    if endpoint is None:
+        if content:
+            fail("--otel-content goes with --otlp-endpoint")
+        return None
+    if catch_up:
+        fail("--otlp-endpoint sends a recording's turns: it cannot go with --catch-up")
+    from convtap.telemetry.otlp import EndpointError, traces_url
+
+    try:
+        return traces_url(endpoint)
+    except EndpointError as exc:
+        fail(f"--otlp-endpoint: {exc}")
 
 
 def start_live_page(db: Path, port: int, *, new: bool) -> subprocess.Popen[str]:

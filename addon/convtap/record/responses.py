@@ -21,6 +21,7 @@ from convtap.record.output import Output
 from convtap.redact.stream import Carrier, Keep, StreamRedaction
 from convtap.store.database import SOCKET_TURN
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
+from convtap.telemetry.cost import usage_row
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.provenance import Piece, Pieces, StringEvent
@@ -133,8 +134,11 @@ class ResponsesSide:
         return truncated
 
     def _calls(self, flow_id: str, response: ResponseSummary, at: float) -> None:
-        """A response is over: its client calls are recorded, printed and audited."""
+        """A response is over: its client calls are recorded, printed and audited; what it
+        used and cost too."""
         out = self.out
+        if (usage := usage_row(flow_id, response, at)) is not None:
+            out.put(usage)
         calls = response.tool_calls()
         if response.response_id is not None:  # which response answered: the chain runs through it
             out.put(FlowRow(flow_id, conversation_id=response.response_id))

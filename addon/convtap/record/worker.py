@@ -48,6 +48,7 @@ from convtap.record.local import echo_to, redactor
 from convtap.record.queued_output import QueuedOutput
 from convtap.record.recorder import Recorder
 from convtap.store.database import StoreError, StoreFull, Writer, audit_timeline, reader_beside
+from convtap.telemetry.live import from_environment as live_traces
 from convtap.wire.jsonvalue import allow_deep_json
 from convtap.wire.session import SOCKETS, endpoint_kind
 
@@ -246,10 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = stderr = QueuedOutput(sys.stderr)
     try:
         consumer = JournalConsumer(args.db, redact=not args.no_redact, echo=args.echo)
+        # `record --otlp-endpoint`: each turn's spans, from a thread that only reads the capture
+        traces = live_traces(lambda: reader_beside(consumer.writer))
         try:
             consumer.run(_stdin_closed)
         finally:
             consumer.close()
+            if traces is not None:
+                traces.close()
     except StoreFull as exc:  # the journal keeps what it can; a restart records it
         print(f"convtap: recording stopped: {exc}", file=sys.stderr, flush=True)
         return DISK_FULL

@@ -1,5 +1,6 @@
 """The report's pictures: how long each request took (to its first event, in all), the tokens
-each Responses API answer used, and the calls and findings over time, as inline SVG.
+each Responses API answer used and what it cost, and the calls and findings over time, as inline
+SVG.
 
 Bounded whatever the capture's size: past `MAX_BARS` requests, consecutive requests share a
 bar (mean times, summed tokens), and calls and findings are counted per time bucket in SQL.
@@ -11,7 +12,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 import sqlite_utils
@@ -19,6 +20,7 @@ from markupsafe import Markup
 
 from convtap.report.svg import Bar, Series, bar_chart, number
 from convtap.store import report_queries as queries
+from convtap.store import trace_queries
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
 
@@ -30,6 +32,8 @@ LATENCY = (Series("first event", "#175cd3"), Series("rest of the answer", "#9ec5
 TOKENS = (Series("cached input", "#067647"), Series("input", "#75e0a7"),
           Series("reasoning", "#b54708"), Series("output", "#fec84b"))  # fmt: skip
 ACTIVITY = (Series("calls", "#175cd3"), Series("findings", "#b42318"))
+COST = (Series("cost", "#6941c6"),)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -111,11 +115,11 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def groups(requests: Iterable[Request], count: int, most: int) -> Iterator[list[Request]]:
+def groups(requests: Iterable[T], count: int, most: int) -> Iterator[list[T]]:
     """The requests in runs of consecutive ones, so that there are at most `most` runs (each
     of one request when `count` is no more than `most`). Holds one run at a time."""
     size = max(math.ceil(count / most), 1)
-    run: list[Request] = []
+    run: list[T] = []
     for request in requests:
         run.append(request)
         if len(run) == size:
@@ -191,6 +195,43 @@ def activity_bars(capture: sqlite_utils.Database) -> list[Bar]:
     return bars
 
 
+def cost_bars(capture: sqlite_utils.Database) -> list[Bar]:
+    """What each Responses API answer cost, in US cents, in the order answered (consecutive
+    answers summed past `MAX_BARS`; an unpriced one draws nothing and says so)."""
+    count = trace_queries.answer_count(capture)
+    bars = []
+    for n, run in enumerate(groups(trace_queries.answer_costs(capture), count, MAX_BARS), 1):
+        known = [r["cost_usd"] for r in run if r["cost_usd"] is not None]
+        unknown = len(run) - len(known)
+        cents = sum(known) * 100
+        said = f"{_usd(sum(known))}" if not unknown else (
+            f"unknown ({unknown} of {len(run)} unpriced: {run[-1]['pricing']})")  # fmt: skip
+        models = ", ".join(sorted({r["model"] or "no model" for r in run}))
+        name = "answer" if len(run) == 1 else f"{len(run)} answers"
+        bars.append(Bar(f"{name} {n} ({models}, {_clock(run[0]['answered_at'])}): {said}",
+                        (cents,), str(n)))  # fmt: skip
+    return bars
+
+
+def cost_words(capture: sqlite_utils.Database) -> str | None:
+    """The capture's cost and prompt cache in one sentence (None without a priced answer)."""
+    total = trace_queries.capture_cost(capture)
+    if not total["answers"]:
+        return None
+    unpriced = total["answers"] - total["priced"]
+    cost = _usd(total["cost_usd"]) if not unpriced else (
+        f"unknown ({unpriced} of {total['answers']} answers unpriced; the others "
+        f"{_usd(total['cost_usd'])})")  # fmt: skip
+    ratio = (f"{total['cached_tokens'] / total['input_tokens']:.0%}"
+             if total["input_tokens"] else "none")  # fmt: skip
+    return (f"{_plural(total['answers'], 'answer')} cost {cost} (genai-prices); the prompt "
+            f"cache gave {ratio} of {total['input_tokens']:,} input tokens")  # fmt: skip
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.6f}".rstrip("0").rstrip(".") if value else "$0"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -212,6 +253,8 @@ def charts(capture: sqlite_utils.Database) -> Markup:
         "tokens": bar_chart("chart-tokens", "Tokens per Responses API answer", "tokens",
                             TOKENS, tokens) if tokens else None,
         "activity": _activity(capture),
+        "cost": _cost(capture),
+        "cost_words": cost_words(capture),
     }  # fmt: skip
     template = _environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
     return Markup(template.render(drawn))
@@ -222,6 +265,13 @@ def _activity(capture: sqlite_utils.Database) -> Markup | None:
     if not bars:
         return None
     return bar_chart("chart-activity", "Calls and findings over time", "", ACTIVITY, bars)
+
+
+def _cost(capture: sqlite_utils.Database) -> Markup | None:
+    bars = cost_bars(capture)
+    if not bars:
+        return None
+    return bar_chart("chart-cost", "Cost per Responses API answer", "US cents", COST, bars)
 
 
 def _environment() -> jinja2.Environment:

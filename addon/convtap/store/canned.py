@@ -74,6 +74,61 @@ from messages_fts join messages m on m.rowid = messages_fts.rowid
 where messages_fts match :q
 order by rank limit 100""",
     },
+    "cost_by_model": {
+        "title": "Cost and prompt cache per model",
+        "description": "Responses API answers per model: tokens, the share of input read from "
+        "the prompt cache, and the cost in USD as genai-prices prices it (unknown when one "
+        "answer is: see usage.pricing). f/conversation reports no usage.",
+        "sql": """select coalesce(model, '(none)') as model, count(*) as answers,
+  sum(input_tokens) as input_tokens, sum(cached_tokens) as cached_tokens,
+  round(1.0 * sum(cached_tokens) / nullif(sum(input_tokens), 0), 4) as cache_hit_ratio,
+  sum(output_tokens) as output_tokens, sum(reasoning_tokens) as reasoning_tokens,
+  case when count(cost_usd) = count(*) then round(sum(cost_usd), 6) else 'unknown' end
+    as cost_usd,
+  count(*) - count(cost_usd) as unpriced
+from usage
+group by 1
+order by sum(cost_usd) desc""",
+    },
+    "cost_by_chain": {
+        "title": "Cost and prompt cache per conversation or chain",
+        "description": "Responses API answers grouped by their server-side conversation, "
+        "else by their chain (the first response their previous_response_id links lead back "
+        "to): tokens, cache-hit ratio and cost in USD (unknown when one answer is).",
+        "sql": """with recursive back(flow_id, at, depth) as (
+  select flow_id, flow_id, 0 from usage
+  union all
+  select back.flow_id, p.flow_id, back.depth + 1
+  from back join flows f on f.id = back.at
+  join usage p on p.response_id = json_extract(f.request_body, '$.previous_response_id')
+  where back.depth < 10000 and p.flow_id != back.flow_id
+),
+first as (
+  select b.flow_id, (select at from back x where x.flow_id = b.flow_id
+    order by depth desc limit 1) as root
+  from back b group by b.flow_id
+),
+chained as (
+  select u.*, coalesce(
+    case json_type(rf.request_body, '$.conversation')
+      when 'text' then json_extract(rf.request_body, '$.conversation')
+      when 'object' then json_extract(rf.request_body, '$.conversation.id') end,
+    'chain ' || coalesce(r.response_id, first.root)) as chain
+  from usage u join first on first.flow_id = u.flow_id
+  left join usage r on r.flow_id = first.root
+  left join flows rf on rf.id = first.root
+)
+select chain, count(*) as answers, group_concat(distinct model) as models,
+  datetime(min(answered_at), 'unixepoch') as first_answered_at,
+  sum(input_tokens) as input_tokens, sum(cached_tokens) as cached_tokens,
+  round(1.0 * sum(cached_tokens) / nullif(sum(input_tokens), 0), 4) as cache_hit_ratio,
+  sum(output_tokens) as output_tokens, sum(reasoning_tokens) as reasoning_tokens,
+  case when count(cost_usd) = count(*) then round(sum(cost_usd), 6) else 'unknown' end
+    as cost_usd
+from chained
+group by chain
+order by min(answered_at)""",
+    },
 }
 
 TABLES: dict[str, str] = {
@@ -95,6 +150,9 @@ TABLES: dict[str, str] = {
     "conversation_nodes": "Each node seen in GET conversation/<id>.",
     "findings": "Each contract finding: written live by the recorder, rewritten by convtap audit.",
     "call_ledger": "Each call with its first return: answered → accepted → continued.",
+    "usage": "Each Responses API answer that reported its usage: model, input (cached) and "
+    "output (reasoning) tokens, and its cost in USD priced by genai-prices (cost_usd NULL: "
+    "unknown, pricing says why).",
     "meta": "convtap's own bookkeeping: the schema version and the journal position.",
 }
 

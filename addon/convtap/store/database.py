@@ -54,7 +54,7 @@ from convtap.store.schema import (
     SCHEMA_VERSION,
     TABLES,
 )
-from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_or_none
+from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_exact, loads_or_none
 from convtap.wire.session import Endpoint
 
 
@@ -501,7 +501,10 @@ def whole_message(row: MessageRow) -> MessageRow:
 def message_value(row: dict[str, Any]) -> Any:
     """A message row's JSON value as recorded, its text in it (schema 5 stores the text once:
     `compact.message_without_text`). Every reader of a message's JSON reads it so."""
-    value = loads_or_none(row["json"])
+    try:
+        value = loads_exact(row["json"]) if row["json"] else None
+    except (ValueError, RecursionError):
+        value = None
     return message_with_text(value, row.get("text")) if row.get("json_without_text") else value
 
 
@@ -682,6 +685,7 @@ DERIVED = (
     "tool_returns",
     "conversation_nodes",
     "findings",
+    "usage",
 )
 
 

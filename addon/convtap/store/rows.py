@@ -212,6 +212,24 @@ class FindingRow(Row):
     id: int | None = UNSET  # given by SQLite
 
 
+@dataclass(frozen=True, slots=True)
+class UsageRow(Row):
+    TABLE = "usage"
+    FLOW = "flow_id"
+    flow_id: str
+    response_id: str | None
+    model: str | None
+    service_tier: str | None
+    finish_reason: str | None
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cost_usd: float | None  # None: unknown (`pricing` says why)
+    pricing: str
+    answered_at: float
+
+
 ROW_TYPES: tuple[type[Row], ...] = (
     FlowRow,
     EventRow,
@@ -222,6 +240,7 @@ ROW_TYPES: tuple[type[Row], ...] = (
     ToolReturnRow,
     ConversationNodeRow,
     FindingRow,
+    UsageRow,
 )
 
 

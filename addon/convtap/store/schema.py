@@ -12,7 +12,7 @@ from convtap.store.compact import event_columns, message_without_text
 from convtap.wire.jsonvalue import dumps, loads_or_none
 from convtap.wire.turn import message_text
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # -- tables --------------------------------------------------------------------------------------
 
@@ -156,6 +156,24 @@ TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
             "created_at": float,
         },
         "id",
+    ),
+    # schema 6: what each Responses API answer used and cost (`convtap.telemetry.cost`)
+    "usage": (
+        {
+            "flow_id": str,
+            "response_id": str,
+            "model": str,
+            "service_tier": str,
+            "finish_reason": str,
+            "input_tokens": int,
+            "cached_tokens": int,
+            "output_tokens": int,
+            "reasoning_tokens": int,
+            "cost_usd": float,
+            "pricing": str,
+            "answered_at": float,
+        },
+        "flow_id",
     ),
 }
 
@@ -353,10 +371,21 @@ def _event_compressed(values: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | 
     return "data = NULL, raw = ?", (new_raw,)
 
 
+def _migrate_to_6(db: sqlite_utils.Database) -> None:
+    """What each Responses API answer used and cost (`usage`; a capture made before has none
+    until `convtap reprocess` decodes it again), and the findings indexed by flow."""
+    columns, pk = TABLES["usage"]
+    db["usage"].create(columns, pk=pk, if_not_exists=True)  # type: ignore[union-attr]
+    db["usage"].create_index(["response_id"], if_not_exists=True)  # type: ignore[union-attr]
+    if db["findings"].exists():  # the traces read a flow's findings
+        db["findings"].create_index(["flow_id"], if_not_exists=True)  # type: ignore[union-attr]
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migrate_to_1,
     _migrate_to_2,
     _migrate_to_3,
     _migrate_to_4,
     _migrate_to_5,
+    _migrate_to_6,
 ]

@@ -39,6 +39,20 @@ def loads(text: str | bytes) -> JSON:
             raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
 
 
+_LONG_NUMBER = re.compile(r"\d{19}")  # an integer orjson may read as a float (past 64 bits)
+
+
+def loads_exact(text: str) -> JSON:
+    """`loads`, integers past 64 bits kept exact (orjson reads them as floats, as JavaScript
+    does: right for the wire, not for a value read back from the store)."""
+    if _LONG_NUMBER.search(text) is None:
+        return loads(text)
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+
+
 def loads_or_none(text: str | bytes | None) -> JSON:
     """JSON text as a value, or None when there is no text or it is not JSON."""
     if not text:

@@ -111,6 +111,12 @@ class ResponsesDecoder:
     event_types: list[str] = field(default_factory=list)  # distinct, in order of first appearance
     errors: Kept[dict[str, Any]] = field(default_factory=lambda: Kept(MAX_KEPT))
     event_count: int = 0
+    # What the final response object said of its cost: its model, `usage`, `service_tier` and
+    # why it stopped short (`incomplete_details.reason`); the cost is priced from these.
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    service_tier: str | None = None
+    incomplete_reason: str | None = None
     # output_index -> item, item id -> its argument deltas: bounded, like everything kept
     _items: Bounded[int, dict[str, Any]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
     _arguments: Bounded[str, list[str]] = field(default_factory=lambda: Bounded(MAX_ITEMS))
@@ -253,6 +259,15 @@ class ResponsesDecoder:
             self.response_id = response["id"]
         if isinstance(response.get("status"), str):
             self.status = response["status"]
+        if isinstance(response.get("model"), str):
+            self.model = response["model"]
+        if isinstance(response.get("usage"), dict):
+            self.usage = response["usage"]
+        if isinstance(response.get("service_tier"), str):
+            self.service_tier = response["service_tier"]
+        details = response.get("incomplete_details")
+        if isinstance(details, dict) and isinstance(details.get("reason"), str):
+            self.incomplete_reason = details["reason"]
         output = response.get("output")
         if final and isinstance(output, list) and output:
             self._items.clear()
@@ -284,7 +299,8 @@ class ResponsesDecoder:
     def summary(self) -> ResponseSummary:
         """What the response said so far, as one value (read when it ends)."""
         return ResponseSummary(self.response_id, self.status, list(self.event_types),
-                               self.output_items, list(self.errors))  # fmt: skip
+                               self.output_items, list(self.errors), self.model, self.usage,
+                               self.service_tier, self.incomplete_reason)  # fmt: skip
 
     def tool_calls(self) -> list[dict[str, Any]]:
         return self.summary().tool_calls()
@@ -303,6 +319,10 @@ class ResponseSummary:
     event_types: list[str]
     output_items: list[dict[str, Any]]
     errors: list[dict[str, Any]]
+    model: str | None = None
+    usage: dict[str, Any] | None = None  # the response's `usage`, as it came
+    service_tier: str | None = None
+    incomplete_reason: str | None = None
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """The calls the client must execute."""
