@@ -90,6 +90,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/burst_bench.py
 	$(BIN)/python bench/audit_bench.py
 	$(BIN)/python bench/diff_bench.py
+	$(BIN)/python bench/report_bench.py
+	$(BIN)/python bench/live_bench.py
 
 goldens: $(STAMP)
 	$(BIN)/python -m tests.goldens --write

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import MITMDUMP, burst_upstream, capture_bytes, events_sql, peak_mb_while
+from tests.report.test_report import report_text
 from tests.runner import convtap
 from tests.seeds import SSE, call_and_return_har, har_entry, user_turn
 
@@ -1053,7 +1054,7 @@ def outputs_of_uncaught(tmp_path_factory: pytest.TempPathFactory) -> dict[str, b
     assert convtap("import", str(har), "--db", str(db)).returncode == 0
     outputs = {"db": capture_bytes(db)}
     assert convtap("report", "--db", str(db), "--output", str(folder / "r.html")).returncode == 0
-    outputs["report"] = (folder / "r.html").read_bytes()
+    outputs["report"] = report_text(folder / "r.html")  # its data decoded too
     for flags in ([], ["--shape-only"], ["--blank-words"]):
         out = folder / f"export{len(outputs)}.har"
         assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0
@@ -1180,7 +1181,7 @@ def outputs_of_hidden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, byt
     outputs = {"db": capture_bytes(db)}
     outputs["appended"] = appended_text(outputs["db"]).encode()
     assert convtap("report", "--db", str(db), "--output", str(folder / "r.html")).returncode == 0
-    outputs["report"] = (folder / "r.html").read_bytes()
+    outputs["report"] = report_text(folder / "r.html")  # its data decoded too
     for flags in ([], ["--shape-only"]):
         out = folder / f"export{len(outputs)}.har"
         assert convtap("export", "--db", str(db), "--output", str(out), *flags).returncode == 0

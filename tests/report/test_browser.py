@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -20,15 +21,18 @@ from types import TracebackType
 from typing import Any
 
 import pytest
+from convtap.ingest.capture import import_into
+from convtap.report.page import SCRIPTS
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from tests.report.test_report import build_capture, rows
+from tests.report.test_report import RULES, build_capture, fresh_ids, rows
 from tests.runner import convtap
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-default-apps"]  # fmt: skip
 PWNED = "<script>window.__convtapPwned = 1</script>"
+SCRIPTS_THAT_RUN = "[...document.scripts].filter((s) => !s.type).length"  # not the data
 TIMEOUT = 60.0
 
 
@@ -188,16 +192,47 @@ def findings_shown(browser: Chromium) -> list[dict[str, Any]]:
     )
 
 
+ROWS_DRAWN = """[...document.querySelectorAll('#slice > .row')].map((row) => ({
+    key: row.dataset.key, conv: row.dataset.conv ?? null, text: row.innerText,
+    calls: [...row.querySelectorAll('.call[id^="call-"]')].map((el) => el.id),
+    orphans: row.querySelectorAll('.orphan').length,
+    messages: [...row.querySelectorAll('.msg > .head code')].map((el) => el.textContent),
+    findings: [...row.querySelectorAll('.finding')].filter((el) => el.checkVisibility())
+        .map((el) => el.dataset.rule)}))"""
+
+
+def every_row(browser: Chromium) -> dict[str, dict[str, Any]]:
+    """Every row the list draws, scrolled through from its top to its end, as a person would:
+    only the rows in view are drawn at any time. By the row's key (what it draws)."""
+    seen: dict[str, dict[str, Any]] = {}
+    top = browser.evaluate("document.getElementById('rows').getBoundingClientRect().top + scrollY")
+    y = top
+    while True:
+        browser.evaluate(f"window.scrollTo(0, {y})")
+        settled = None
+        for _ in range(100):  # until what is drawn stops changing (measured, placed)
+            time.sleep(0.03)
+            drawn = browser.evaluate(ROWS_DRAWN)
+            if drawn == settled:
+                break
+            settled = drawn
+        for row in settled or []:
+            seen[row["key"]] = row
+        end = browser.evaluate("document.getElementById('rows').getBoundingClientRect().bottom")
+        if end <= browser.evaluate("window.innerHeight") + 1:
+            return seen
+        y = browser.evaluate("scrollY") + browser.evaluate("window.innerHeight") * 0.8
+
+
 def test_what_a_person_sees(browser: Chromium, report: tuple[Path, Path]) -> None:
     db, page = report
     browser.open(page.as_uri())
-    text = browser.evaluate("document.body.innerText")
-    for (call_id,) in rows(db, "SELECT call_id FROM tool_calls"):
-        assert call_id in text
+    drawn = every_row(browser)
+    calls = sorted(c for row in drawn.values() for c in row["calls"])
+    assert calls == sorted(f"call-{c}" for (c,) in rows(db, "SELECT call_id FROM tool_calls"))
     expected = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
-    shown = findings_shown(browser)
-    assert Counter(f["rule"] for f in shown) == expected
-    assert all(f["visible"] for f in shown)
+    assert Counter(r for row in drawn.values() for r in row["findings"]) == expected
+    text = "\n".join(row["text"] for row in drawn.values())
     for rule in expected:
         assert rule in text
 
@@ -208,7 +243,7 @@ def test_a_script_in_a_message_is_shown_and_never_runs(
     browser.open(report[1].as_uri())
     assert PWNED in browser.evaluate("document.body.innerText")
     assert browser.evaluate("typeof window.__convtapPwned") == "undefined"
-    assert browser.evaluate("document.scripts.length") == 1
+    assert browser.evaluate(SCRIPTS_THAT_RUN) == len(SCRIPTS)
 
 
 def test_the_rule_filter_from_the_url_fragment(
@@ -219,7 +254,7 @@ def test_the_rule_filter_from_the_url_fragment(
     shown = findings_shown(browser)
     assert [f for f in shown if f["rule"] == "return-recipient" and f["visible"]]
     others = [f for f in shown if f["rule"] != "return-recipient"]
-    assert others and all(f["hidden"] and not f["visible"] for f in others)
+    assert all(f["hidden"] and not f["visible"] for f in others)
     assert browser.evaluate("document.querySelector('[name=rule]').value") == "return-recipient"
     calls = browser.evaluate(
         "[...document.querySelectorAll('.call')].map((el) => [el.id, el.checkVisibility()])"
@@ -295,3 +330,99 @@ def test_the_charts_render_with_their_bars(browser: Chromium, tmp_path: Path) ->
     for c in drawn[:2]:  # every request took time; every Responses answer used tokens
         assert all(area > 0 for area in c["bars"]), c
     assert [len(c["bars"]) for c in drawn][:2] == [8, 4]
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A capture of 60 conversations (the example session again and again, each with ids of its
+    own, one in three with a faulty return), and the Responses API's example; audited."""
+    folder = tmp_path_factory.mktemp("many")
+    entries = []
+    for n in range(60):
+        name = "return-recipient" if n % 3 == 0 else "prepare-missing"
+        entries += json.loads(fresh_ids((RULES / name / "fail.har").read_text()))["log"]["entries"]
+    har = folder / "many.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": entries,
+                                       "creator": {"name": "t", "version": "1"}}}))  # fmt: skip
+    db = folder / "capture.db"
+    results = import_into(db, [har, RULES / "responses-output-call-id" / "fail.har"])
+    assert not any(r.error for r in results)
+    assert convtap("audit", "--db", str(db)).returncode == 1
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    return db, Path(ran.stdout.strip())
+
+
+def test_every_call_return_finding_and_conversation_is_drawn_through_the_list(
+    browser: Chromium, many: tuple[Path, Path]
+) -> None:
+    db, page = many
+    browser.open(page.as_uri())
+    drawn_at_once = browser.evaluate("document.querySelectorAll('#slice > .row').length")
+    drawn = every_row(browser)
+    assert drawn_at_once < len(drawn) / 4  # only what is in view is drawn
+    convs = sorted({c for (c,) in rows(db, "SELECT conversation_id FROM tool_calls")})
+    assert sorted(row["conv"] for row in drawn.values() if row["conv"] is not None) == convs
+    calls = sorted(f"call-{c}" for (c,) in rows(db, "SELECT call_id FROM tool_calls"))
+    assert sorted(c for row in drawn.values() for c in row["calls"]) == calls
+    orphans = rows(db, "SELECT count(*) FROM tool_returns WHERE call_id IS NULL")[0][0]
+    assert sum(row["orphans"] for row in drawn.values()) == orphans > 0
+    returns = [r for (r,) in rows(db, "SELECT coalesce(message_id, id) FROM tool_returns")]
+    text = "\n".join(row["text"] for row in drawn.values())
+    assert [r for r in returns if f"return {r}" not in text] == []
+    messages = sorted(m for (m,) in rows(db, "SELECT id FROM messages WHERE id NOT IN "
+                                            "(SELECT call_id FROM tool_calls)"))  # fmt: skip
+    assert sorted(m for row in drawn.values() for m in row["messages"]) == messages
+    findings = Counter(rule for (rule,) in rows(db, "SELECT rule FROM findings"))
+    assert Counter(r for row in drawn.values() for r in row["findings"]) == findings
+
+
+def test_a_filter_finds_what_is_not_drawn_yet(browser: Chromium, many: tuple[Path, Path]) -> None:
+    db, page = many
+    browser.open("about:blank")
+    browser.open(page.as_uri())
+    (last,) = rows(db, "SELECT call_id FROM tool_calls WHERE protocol = 'f-conversation' "
+                       "ORDER BY called_at DESC LIMIT 1")[0]  # fmt: skip
+    assert browser.evaluate(f"document.getElementById('call-{last}')") is None  # far below
+    browser.evaluate(f"window.convtapFilter({{q: {json.dumps(last)}}})")
+    assert browser.evaluate(f"document.getElementById('call-{last}') !== null")
+    browser.evaluate("window.convtapFilter({rule: 'return-recipient'})")
+    expected = rows(db, "SELECT count(*) FROM findings WHERE rule = 'return-recipient'")[0][0]
+    counter = browser.evaluate("document.getElementById('shown').textContent")
+    assert counter.endswith(f", {expected} findings"), counter
+    drawn = every_row(browser)
+    assert Counter(r for row in drawn.values() for r in row["findings"]) == {
+        "return-recipient": expected
+    }
+    browser.evaluate("window.convtapFilter({})")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, [], {"a": {}, "b": [], "c": [1, {"d": None}], "é": 'ü\n"<'}, [[[]]], "x", 1.5, None,
+     {"1": 1, "0": [True, False], "k": "\u202e"}],
+)  # fmt: skip
+def test_json_is_indented_as_json_dumps_does(
+    browser: Chromium, report: tuple[Path, Path], value: Any
+) -> None:
+    browser.open(report[1].as_uri())
+    text = json.dumps(value)
+    indented = browser.evaluate(f"window.convtap.pretty({json.dumps(text)})")
+    assert indented == json.dumps(value, ensure_ascii=False, indent=2)
+    assert browser.evaluate("window.convtap.pretty('not json')") == "not json"
+
+
+def test_a_server_run_tool_is_drawn_as_run_by_the_server(browser: Chromium, tmp_path: Path) -> None:
+    from tests.report.test_server_run import stream
+
+    body = tmp_path / "python.sse"
+    body.write_text(stream())
+    db = tmp_path / "capture.db"
+    assert not any(r.error for r in import_into(db, [body]))
+    ran = convtap("report", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    browser.open(Path(ran.stdout.strip()).as_uri())
+    life = browser.evaluate(
+        "[...document.querySelectorAll('.call .life')].map((el) => el.innerText)"
+    )
+    assert life == ["run by the server: no return owed"]

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from convtap.ingest.capture import import_into
+from convtap.report.page import SCRIPTS
 
-from tests.report.test_browser import Chromium, chromium
+from tests.report.test_browser import SCRIPTS_THAT_RUN, Chromium, chromium, every_row
 from tests.report.test_live import DIRECT, open_live, serving, wait_page
 from tests.report.test_report import RULES, Page, rows
 from tests.runner import convtap
@@ -86,14 +87,13 @@ def browser() -> Iterator[Chromium]:
 
 def test_hostile_values_are_text_and_no_finding_is_forged(capture: Path, page: str) -> None:
     parsed = Page(page)
-    assert parsed.scripts == 1
+    assert parsed.scripts == len(SCRIPTS)
     assert all(link.startswith("#") or link == "data:," for link in parsed.links)
-    shown = "".join(parsed.text)
     for n in range(len(CHOSEN)):
-        assert hostile(n) in shown, n
+        assert hostile(n) in parsed.data_text, n  # in the data as it came: drawn as text
+        assert hostile(n) not in page  # in the markup, nowhere
     findings = sorted(rule for (rule,) in rows(capture, "SELECT rule FROM findings"))
     assert sorted(parsed.finding_rules) == findings  # a role styled as a finding is none
-    assert 'class="item msg role-assistant-finding-sev-error"' in page
 
 
 INJECTED = """[...document.querySelectorAll('*')].filter((el) => el.matches('img, textarea, iframe')
@@ -102,11 +102,17 @@ INJECTED = """[...document.querySelectorAll('*')].filter((el) => el.matches('img
 
 def test_nothing_hostile_runs_in_a_browser(browser: Chromium, capture: Path, report: Path) -> None:
     browser.open(report.as_uri())
+    drawn = every_row(browser)
     assert browser.evaluate("typeof window.__pwned") == "undefined"
-    assert browser.evaluate("document.scripts.length") == 1
+    assert browser.evaluate(SCRIPTS_THAT_RUN) == len(SCRIPTS)
     assert browser.evaluate(INJECTED) == 0
     findings = rows(capture, "SELECT count(*) FROM findings")[0][0]
-    assert browser.evaluate("document.querySelectorAll('.finding').length") == findings
+    assert sum(len(row["findings"]) for row in drawn.values()) == findings
+    for n in range(len(CHOSEN)):  # every hostile value shown as it is, as text
+        assert any(hostile(n) in row["text"] for row in drawn.values()), n
+    browser.evaluate("window.scrollTo(0, 0)")
+    assert browser.evaluate("document.querySelector('.item.msg.role-assistant-finding-sev-error')"
+                            " !== null")  # a role with spaces is one class name  # fmt: skip
     assert browser.requests[-1:] == [report.as_uri()]
     width = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     scrolled, shown = browser.evaluate(width)
@@ -115,17 +121,15 @@ def test_nothing_hostile_runs_in_a_browser(browser: Chromium, capture: Path, rep
 
 def conversation_ids(browser: Chromium) -> list[str]:
     return list(
-        browser.evaluate(
-            "[...document.querySelectorAll('#timeline > .conv')].map((el) => el.dataset.conv)"
-        )
+        browser.evaluate("[...document.querySelectorAll('.conv-row')].map((el) => el.dataset.conv)")
     )
 
 
 def test_a_conversation_id_the_html_parser_changes_is_updated_in_place(
     browser: Chromium, tmp_path: Path
 ) -> None:
-    """A CR or a NUL in a conversation id reads back from the page changed: the live page still
-    replaces that conversation as it grows, never adds it again."""
+    """A CR or a NUL in a conversation id would read back from markup changed: the live page
+    puts it in as it is, and replaces that conversation as it grows, never adds it again."""
     har = (RULES / "return-recipient" / "fail.har").read_text()
     odd = tmp_path / "odd.har"  # the id as written in a JSON string inside the HAR's JSON
     odd.write_text(har.replace(CHOSEN[0], "a\\\\r\\\\nb\\\\u0000c\\\\rd"))
@@ -139,7 +143,7 @@ def test_a_conversation_id_the_html_parser_changes_is_updated_in_place(
         wait_page(browser, "document.querySelectorAll('#timeline .finding').length > 0")
         time.sleep(1)  # a few more polls: nothing more may come
         ids = conversation_ids(browser)
-        assert sorted(ids) == sorted([CHOSEN[0], "a\nb\ufffdc\nd"]), ids
+        assert sorted(ids) == sorted([CHOSEN[0], "a\r\nb\x00c\rd"]), ids
 
 
 def test_a_request_naming_another_host_is_refused(tmp_path: Path) -> None:
@@ -200,7 +204,8 @@ def test_the_live_pages_scripts_run_and_no_other(browser: Chromium, capture: Pat
     with serving(capture) as (_, url):
         with DIRECT.open(url, timeout=10) as answer:
             policy = answer.headers["Content-Security-Policy"]
-        assert re.search(r"script-src 'sha256-[^;']+' 'sha256-[^;']+';", policy), policy
+        digests = re.search(r"script-src ((?:'sha256-[^;' ]+' ?)+);", policy)
+        assert digests and len(digests[1].split()) == len(SCRIPTS) + 1, policy  # and live.js
         open_live(browser, url)  # both of its scripts ran: filters ready, events connected
         injected = "`<img src=x onerror='window.__pwned = 1'>`"
         browser.evaluate(f"document.body.insertAdjacentHTML('beforeend', {injected})")

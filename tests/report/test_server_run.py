@@ -12,6 +12,7 @@ from typing import Any
 from convtap.ingest.capture import audit_capture, import_into
 from convtap.report.page import write_report
 
+from tests.report.test_report import Page
 from tests.runner import convtap
 
 CONV = "6a1c3b2e-0d4f-4c1a-9a55-2f1b7c9e8d10"
@@ -48,6 +49,7 @@ def test_a_server_run_tool_is_shown_as_run_by_the_server(tmp_path: Path) -> None
     assert [(r["tool"], r["kind"], r["runs_on"]) for r in rows] == [("python", "builtin", "server")]
     text = convtap("calls", "--db", str(db)).stdout
     assert "server-run" in text and " no " not in text
-    page = write_report(db, tmp_path / "report.html").read_text()
-    assert "run by the server: no return owed" in page
+    page = Page(write_report(db, tmp_path / "report.html").read_text())
+    (call,) = [item for item in page.items if item["t"] == "c"]
+    assert call["srv"] is True  # the page says it: "run by the server: no return owed"
     assert [f.rule for f in audit_capture(db).findings] == []

@@ -1,75 +1,38 @@
-// The live page (`convtap serve`, `convtap record --web`): the server pushes, as server-sent
-// events, the parts of the page that changed (the summary, a conversation) rendered by the
-// report's own template; they replace their old selves, and the filters run again over them,
-// so what the URL asks to see stays what is shown. Nothing but this page's own server is asked.
+// The live page (`convtap serve`, `convtap record --web`): the page holds the capture's data as
+// the report does, from the server's latest reading; the server pushes, as server-sent events,
+// what changed since: the steps read again (each with the reading it is of, `v`: a step is only
+// ever replaced by a later one), the steps gone, and the summary and the pictures when they
+// differ. The filters stay as they are and run again over the new data, so what the URL asks to
+// see stays what is shown. Nothing but this page's own server is asked.
 (() => {
   "use strict";
   const url = document.currentScript.dataset.events;
-  const timeline = document.getElementById("timeline");
   const state = document.createElement("span");
   document.querySelector(".top p").append(" · ", state);
 
-  // The key of each conversation, as the server names it: "conv:<digest of its id>" ("#n" after
-  // a repeated id). Every other part is a section named by its id ("summary", "charts").
-  function parts() {
-    const found = new Map();
-    const seen = new Map();
-    for (const el of timeline.querySelectorAll(":scope > .conv")) {
-      const id = el.dataset.key || "";
-      const n = seen.get(id) || 0;
-      seen.set(id, n + 1);
-      found.set(n ? `conv:${id}#${n}` : `conv:${id}`, el);
-    }
-    return found;
-  }
-
   function element(html) {
     const holder = document.createElement("template");
-    holder.innerHTML = html;
+    holder.innerHTML = html;  // the server's own rendering of its template, escaped there
     return holder.content.firstElementChild;
   }
 
-  // What the reader unfolded stays unfolded (a part only grows: its earlier folds keep their place).
-  function keepOpen(old, fresh) {
-    const open = [...old.getElementsByTagName("details")].map((el) => el.open);
-    [...fresh.getElementsByTagName("details")].forEach((el, n) => {
-      if (n < open.length) el.open = open[n];
-    });
-  }
-
   function update(message) {
-    const found = parts();
-    for (const [key, html] of message.parts) {
-      const fresh = element(html);
-      const conversation = key.startsWith("conv:");
-      const old = conversation ? found.get(key) : document.getElementById(key);
-      if (old) {
-        keepOpen(old, fresh);
-        old.replaceWith(fresh);
-      } else if (conversation) {
-        timeline.append(fresh);
-      }
-      if (conversation) found.set(key, fresh);
+    window.convtap.add(message.steps);
+    window.convtap.remove(message.gone.map((key) => [JSON.stringify(key), message.v]));
+    for (const [id, html] of message.parts) {
+      const old = document.getElementById(id);
+      if (old) old.replaceWith(element(html));
     }
-    if (message.order) {
-      const wanted = new Set(message.order);
-      for (const [key, el] of found) if (!wanted.has(key)) el.remove();
-      for (const key of message.order) if (found.has(key)) timeline.append(found.get(key));
-      const empty = timeline.querySelector(":scope > p.empty");
-      if (empty) empty.hidden = message.order.length > 0;
-    }
-    const tools = document.getElementById("filters").elements.tool;
-    for (const tool of message.tools) {
-      if (![...tools.options].some((o) => o.value === tool)) tools.add(new Option(tool, tool));
-    }
-    window.convtapRefresh();
+    window.convtap.refresh(message.steps);
     state.textContent = `live: updated ${new Date().toISOString().slice(11, 23)}`;
     window.__convtapUpdates = (window.__convtapUpdates || 0) + 1;
+    window.__convtapSent = (window.__convtapSent || 0) + message.steps.length;
   }
 
   state.textContent = "live: connecting";
   const events = new EventSource(url);
   events.addEventListener("update", (ev) => update(JSON.parse(ev.data)));
+  events.addEventListener("reload", () => { events.close(); location.reload(); });
   events.addEventListener("open", () => { state.textContent = "live"; });
   events.addEventListener("error", () => { state.textContent = "live: reconnecting"; });
 })();

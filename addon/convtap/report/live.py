@@ -1,12 +1,15 @@
 """`convtap serve` (and `convtap record --web`, which runs it beside the proxy): the report of a
 capture served on 127.0.0.1, behind a random token in its URL, kept current as the capture grows.
 
-One tornado application on its own event loop, in a process of its own: rendering never takes
-the proxy's CPU time or its GIL. Every 200 ms the capture is asked whether anything was committed
-(`PRAGMA data_version`, no table read); when it was, the page's parts are rendered again (once,
-for every client) and each page is sent, as a server-sent event, the parts that differ from what
-it shows. A client that reads slowly is only ever one message behind: it is sent the latest parts
-when it has taken the last, never a queue. The capture is only read (`open_readonly`).
+One tornado application on its own event loop, in a process of its own: reading never takes the
+proxy's CPU time or its GIL. Every 200 ms the capture is asked whether anything was committed
+(`PRAGMA data_version`, no table read); when it was, the steps it changed are read again
+(`model.LiveModel`: a reading costs what changed), and each page is sent, as a server-sent event,
+the steps that changed since what it shows (their latest JSON) and the summary and the pictures
+when they differ (those are read whole, in a thread, at most once a second and no more than a
+tenth of the time: see `Live._parts`). A page
+that reads slowly is only ever one message behind: it is sent the latest state of what changed
+when it has taken the last message, never a queue. The capture is only read (`open_readonly`).
 """
 
 from __future__ import annotations
@@ -31,14 +34,15 @@ from tornado.locks import Condition
 from tornado.netutil import bind_sockets
 from tornado.web import Application, HTTPError, RequestHandler
 
-from convtap.report.parts import SCRIPT_SRC, LiveCapture, LivePage, Parts, Seen
-from convtap.store.database import StoreError
+from convtap.report.parts import SCRIPT_SRC, LiveCapture, LivePage, Parts
+from convtap.store.database import StoreError, open_readonly
 
 HOST = "127.0.0.1"  # never any other interface: the page shows what the capture holds
 NAMES = (HOST, "localhost")  # the only names a request may give as its Host
 POLL_MS = 200
 PING = timedelta(seconds=15)  # a comment line that finds a client gone
 MAX_CLIENTS = 16
+PARTS_EVERY = 1.0  # seconds between two readings of the summary and the pictures, at least
 CSP = ("default-src 'none'; connect-src 'self'; style-src 'unsafe-inline'; "
        f"script-src {SCRIPT_SRC}; img-src data:")  # fmt: skip
 
@@ -48,26 +52,29 @@ class ListenError(Exception):
 
 
 class Live:
-    """The capture served, its latest parts, and the clients waiting for the next."""
+    """The capture served, the page's data kept current, and the clients waiting for the next."""
 
     def __init__(self, db: Path, token: str) -> None:
         self.token = token
         self.capture = LiveCapture(db)
         self.page = LivePage(db, f"/{token}/events")
-        self.parts = self.page.parts(self.capture.capture, 0)
+        self.page.read_whole(self.capture.capture)
+        self.parts: Parts = self.page.parts(self.capture.capture)
         self.renewed = Condition()
         self.clients = 0
         self.trouble = ""  # what made the last look at the capture fail
         self.rest_until = 0.0
+        self.parts_due = 0.0  # when the summary and the pictures may be read again
+        self.parts_stale = False
+        self.parts_reading = False  # in a thread now
 
     def poll(self) -> None:
-        if time.monotonic() < self.rest_until:
+        now = time.monotonic()
+        if now < self.rest_until:
             return
-        started = time.monotonic()
+        started = now
         try:
-            if self.capture.changed():
-                self.parts = self.page.parts(self.capture.capture, self.parts.version + 1)
-                self.renewed.notify_all()
+            renewed = self._read()
         except (OSError, sqlite3.DatabaseError, StoreError) as exc:
             if str(exc) != self.trouble:  # said once, not every 200 ms
                 print(f"convtap: cannot read {self.capture.db} ({exc}): the page shows what it"
@@ -75,13 +82,50 @@ class Live:
             self.trouble = str(exc)
         else:
             self.trouble = ""
-        # A large capture takes long to render: rest as long, so that the server takes at most
-        # half a CPU however fast the capture grows.
+            if renewed:
+                self.renewed.notify_all()
+        # A reading that took long (a whole capture read again): rest as long, so that the
+        # server takes at most half a CPU however fast the capture grows.
         self.rest_until = 2 * time.monotonic() - started
 
+    def _read(self) -> bool:
+        renewed = False
+        if self.capture.changed():
+            reading = self.page.read(self.capture.capture, reopened=self.capture.reopened())
+            renewed = bool(reading.changed or reading.gone)
+            self.parts_stale = self.parts_stale or renewed
+        if self.parts_stale and not self.parts_reading and time.monotonic() >= self.parts_due:
+            self.parts_stale, self.parts_reading = False, True
+            reading_parts = asyncio.get_running_loop().run_in_executor(None, self._parts)
+            reading_parts.add_done_callback(self._parts_read)
+        return renewed
+
+    def _parts(self) -> tuple[Parts, float]:
+        """The summary and the pictures read whole, on a connection of their own, in a thread:
+        the steps' readings and the pages go on meanwhile (SQLite lets go of the GIL)."""
+        started = time.monotonic()
+        capture = open_readonly(self.capture.db)
+        try:
+            return self.page.parts(capture), time.monotonic() - started
+        finally:
+            capture.conn.close()
+
+    def _parts_read(self, done: asyncio.Future[tuple[Parts, float]]) -> None:
+        self.parts_reading = False
+        try:
+            parts, took = done.result()
+        except (OSError, sqlite3.DatabaseError, StoreError):
+            self.parts_stale = True  # tried again at the next look
+            return
+        # At most a tenth of the time on them, and no more than once a second.
+        self.parts_due = time.monotonic() + max(PARTS_EVERY, 9 * took)
+        if parts.digests != self.parts.digests:
+            self.parts = parts
+            self.renewed.notify_all()
+
     def whole(self) -> str:
-        self.poll()  # the page and the parts it is kept current from are of one reading
-        return self.page.whole(self.capture.capture, self.parts.version)
+        self.poll()  # the page is of the latest reading
+        return self.page.whole(self.capture.capture, self.parts)
 
     def allows(self, token: str) -> bool:
         return hmac.compare_digest(token.encode(), self.token.encode())
@@ -126,7 +170,9 @@ class PageHandler(Guarded):
 
 
 class EventsHandler(Guarded):
-    """The page's parts as they change, as server-sent events (`update`, JSON)."""
+    """What changed since the page was rendered, as server-sent events (`update`, JSON: the
+    steps changed, the steps gone, the parts that differ; `reload` when the page is too far
+    behind to be told what changed)."""
 
     _gone = False
 
@@ -139,28 +185,25 @@ class EventsHandler(Guarded):
             raise HTTPError(503)
         self.live.clients += 1
         try:
-            await self._stream(self._seen())
+            await self._stream()
         except StreamClosedError:
             pass
         finally:
             self.live.clients -= 1
 
-    def _seen(self) -> Seen:
-        """What the page asking shows: the parts of the reading it was rendered from, if they
-        are the latest (else all of them are sent again)."""
-        version = self.get_query_argument("v", "")
-        current = self.live.parts
-        return current.seen() if version == str(current.version) else Seen()
-
-    async def _stream(self, seen: Seen) -> None:
+    async def _stream(self) -> None:
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.write("retry: 1000\n\n")
+        version = int(self.get_query_argument("v", "-1") or -1)
+        digests = dict(self.live.parts.digests) if version == self.live.page.model.version else {}
         while not self._gone:
-            parts: Parts = self.live.parts
-            if (message := parts.update(seen)) is not None:
-                self.write(f"event: update\ndata: {message}\n\n")
+            model = self.live.page.model
+            message = self.live.page.update(version, digests, self.live.parts)
+            if message is not None:
+                self.write(f"event: {message[0]}\ndata: {message[1]}\n\n")
+            version = model.version
             await self.flush()  # waits while a slow client takes it: never a queue
-            if self.live.parts is parts and not self._gone:
+            if model.version == version and self.live.parts.digests == digests and not self._gone:
                 woken = await self.live.renewed.wait(timeout=PING)
                 if not woken:
                     self.write(": ping\n\n")

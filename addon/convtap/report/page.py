@@ -1,19 +1,23 @@
 """`convtap report`: a capture as one self-contained HTML page, written as it is read.
 
-The capture is opened read-only and streamed: the summary is a few counts, everything per row
-(conversations, decode errors, failures) is a generator, and Jinja2 writes the page piece by
-piece from them. Everything in a capture is untrusted text: the template escapes all it prints.
+The capture is opened read-only and streamed: the summary is a few counts and the pictures are
+aggregated (`charts`), both rendered by the template; the conversations are data, each step as
+JSON (`steps`), packed in gzip blocks written as base64 into the page one after the other, so
+that the page stays small and memory stays flat whatever the capture's size. The page's own
+script (view.js) draws the rows in view from them. Everything in a capture is untrusted text:
+the template escapes all it prints, and the script puts the data's strings in as text only.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import jinja2
+import orjson
 import sqlite_utils
 from markupsafe import Markup
 
@@ -28,15 +33,21 @@ from convtap.contract.formats import convtap_version
 from convtap.contract.registry import SEVERITIES, registry
 from convtap.export.files import is_part_of, write_output
 from convtap.report.charts import charts
-from convtap.report.timeline import conversations
+from convtap.report.steps import Step, StepKey, all_steps
 from convtap.store import report_queries as queries
+from convtap.store import timeline_queries
 from convtap.store.database import StoreError, open_readonly
 from convtap.wire.jsonvalue import loads_or_none
 
 TEMPLATE = resources.files("convtap.report") / "report.html.j2"
-FILTERS = resources.files("convtap.report") / "filters.js"
-LONG = 600  # characters shown before the rest of a text folds away
-LARGE = 500  # turns and calls beyond which the browser lays out only what is on screen
+ITEMS = resources.files("convtap.report") / "items.js"
+LIST = resources.files("convtap.report") / "list.js"
+VIEW = resources.files("convtap.report") / "view.js"
+DATA = resources.files("convtap.report") / "data.js"
+SCRIPTS = (ITEMS, LIST, VIEW, DATA)  # the report's scripts, in the order they run
+LISTED = 1000  # decode errors and failures listed at most (the summary counts them all)
+FIRST_BLOCK = 40  # steps in the first block: the first screen, drawn before the rest is read
+BLOCK = 2000  # steps in every later block
 NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 # The controls that reorder the text after them (embeddings, overrides, isolates): a tool name
 # or an id with one in it would read as something else.
@@ -62,8 +73,12 @@ def write_report(db: Path, output: Path) -> Path:
     template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
 
     def write(out: TextIO) -> None:
-        for piece in template.generate(page(capture, db)):
-            out.write(piece)
+        with queries.one_reading(capture):
+            timeline_queries.shadow_indexes(capture)
+            context = {**page(capture, db), **summary_parts(capture),
+                       "data": data_blocks(all_steps(capture))}  # fmt: skip
+            for piece in template.generate(context):
+                out.write(piece)
 
     try:
         write_output(output, write)  # into what the user named: never a FIFO replaced
@@ -85,30 +100,54 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(when=when, clock=clock, json=compact, text=text, pretty=pretty,
-                       marked=marked_json, css=css_name, visible=visible)  # fmt: skip
+                       css=css_name, visible=visible)  # fmt: skip
     return env
 
 
 def page(capture: sqlite_utils.Database, db: Path) -> dict[str, Any]:
-    """What the template is given: small values, and generators for everything per row."""
-    summary = Summary.of(capture)
+    """What the template is given for everything but the summary, the pictures (`summary_parts`)
+    and the conversations' data (`data_blocks`)."""
     return {
         "source": str(db),
         "generated_at": time.time(),
         "version": convtap_version(),
-        "long": LONG,
-        "large": summary.turns + summary.calls > LARGE,
         "severities": SEVERITIES,
-        "summary": summary,
         "registry": registry(),
         "tools": queries.tools(capture),
-        "decode_errors": queries.decode_errors(capture),
-        "failures": queries.failures(capture),
-        "conversations": conversations(capture),
-        "charts": charts(capture),
-        "filters": script(FILTERS),
-        "script_src": script_src(FILTERS),
+        "scripts": [script(s) for s in SCRIPTS],
+        "script_src": script_src(*SCRIPTS),
     }
+
+
+def summary_parts(capture: sqlite_utils.Database) -> dict[str, Any]:
+    """What the summary and the pictures are rendered from."""
+    return {
+        "summary": Summary.of(capture),
+        "listed": LISTED,
+        "decode_errors": queries.decode_errors(capture, LISTED),
+        "failures": queries.failures(capture, LISTED),
+        "charts": charts(capture),
+    }
+
+
+def data_blocks(steps: Iterable[tuple[StepKey, Step]]) -> Iterator[Markup]:
+    """The steps as the page's data: blocks of JSON arrays, each compressed (gzip) and written
+    as base64, one a line; the first is small, so that the first screen is drawn at once."""
+    block: list[bytes] = []
+    size = FIRST_BLOCK
+    for _, step in steps:
+        block.append(orjson.dumps(step))
+        if len(block) == size:
+            yield packed(block)
+            block, size = [], BLOCK
+    if block:
+        yield packed(block)
+
+
+def packed(steps: list[bytes]) -> Markup:
+    """Steps' JSON as one block: a JSON array, gzip, base64 (nothing the HTML parser reads)."""
+    text = b"[" + b",".join(steps) + b"]"
+    return Markup(base64.b64encode(gzip.compress(text, compresslevel=6, mtime=0)).decode())
 
 
 def script(source: Traversable) -> Markup:
@@ -168,60 +207,6 @@ def pretty(json_text: str | None) -> str:
     if value is None:
         return json_text or ""
     return json.dumps(value, ensure_ascii=False, indent=2)
-
-
-JsonPath = tuple[str | int, ...]
-
-
-def marked_json(json_text: str | None, marks: dict[tuple[str, ...], list[str]]) -> Markup:
-    """A return's JSON indented, the line of each offending field in a <mark> naming its rules
-    (for a missing field, the line of the nearest field that is there)."""
-    value = loads_or_none(json_text)
-    if value is None:
-        return text(json_text or "")
-    wanted: dict[JsonPath, list[str]] = {}
-    for field, rules in marks.items():
-        found = _deepest(value, field)
-        if found:
-            wanted.setdefault(found, []).extend(rules)
-    out = []
-    for line, opens in _lines(value, (), 0, "", ""):
-        named = wanted.get(opens) if opens is not None else None
-        if named:
-            names = " ".join(sorted(set(named)))
-            out.append(Markup('<mark data-rules="{}" title="{}">{}</mark>').format(
-                names, names, text(line)))  # fmt: skip
-        else:
-            out.append(text(line))
-    return Markup("\n").join(out)
-
-
-def _deepest(value: Any, path: tuple[str, ...]) -> JsonPath:
-    found: JsonPath = ()
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            break
-        value, found = value[key], (*found, key)
-    return found
-
-
-def _lines(
-    value: Any, path: JsonPath, depth: int, head: str, comma: str
-) -> Iterator[tuple[str, JsonPath | None]]:
-    """The lines `json.dumps(value, indent=2)` writes, each with the path it opens (None for a
-    closing bracket)."""
-    pad = "  " * depth
-    if isinstance(value, dict | list) and value:
-        children = value.items() if isinstance(value, dict) else enumerate(value)
-        opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
-        yield f"{pad}{head}{opening}", path
-        last = len(value) - 1
-        for n, (key, child) in enumerate(children):
-            name = f"{compact(key)}: " if isinstance(value, dict) else ""
-            yield from _lines(child, (*path, key), depth + 1, name, "," if n < last else "")
-        yield f"{pad}{closing}{comma}", None
-    else:
-        yield f"{pad}{head}{compact(value)}{comma}", path
 
 
 # -- the summary -----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The live page's pieces: the report rendered whole once, then again as the parts a growing
-capture changes (the summary, each conversation), each from the report's own template (its
-`summary` and `conversation` blocks), so that the live page and `convtap report` never differ.
+"""The live page's pieces: the page as `convtap report` writes it, with the data of the latest
+reading and the live script; the summary and the pictures rendered alone (the template's
+`summary` and `charts` blocks), told apart by digest; and the message that brings a page from
+the reading it shows to the latest (`LivePage.update`).
 
 A capture is read live: it is opened again when a recording starts writing it (a capture
 nobody wrote when it was opened is read as immutable, see `store.database.open_readonly`), and
@@ -10,23 +11,30 @@ nobody wrote when it was opened is read as immutable, see `store.database.open_r
 from __future__ import annotations
 
 import hashlib
-import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
+import orjson
 import sqlite_utils
+from markupsafe import Markup
 
-from convtap.report.page import FILTERS, TEMPLATE, environment, page, script, script_src, visible
-from convtap.report.timeline import conversations
+from convtap.report.model import LiveModel, Reading
+from convtap.report.page import (
+    SCRIPTS,
+    TEMPLATE,
+    environment,
+    page,
+    script,
+    script_src,
+    summary_parts,
+)
 from convtap.store import report_queries as queries
 from convtap.store.database import open_readonly
 
 SCRIPT = resources.files("convtap.report") / "live.js"
-SCRIPT_SRC = script_src(FILTERS, SCRIPT)  # the live page's scripts
+SCRIPT_SRC = script_src(*SCRIPTS, SCRIPT)  # the live page's scripts
 SUMMARY = "summary"
 FIXED = (SUMMARY, "charts")  # the template's blocks that are one section each, keyed by its id
 
@@ -38,6 +46,7 @@ class LiveCapture:
         self.db = db
         self._wal = Path(f"{db}-wal")
         self.capture = self._open()
+        self._reopened = False
 
     def _open(self) -> sqlite_utils.Database:
         """The capture opened again; what is known of it changes only once that worked (a
@@ -59,6 +68,7 @@ class LiveCapture:
             capture = self._open()
             self.capture.conn.close()
             self.capture = capture
+            self._reopened = True
             return True
         version = queries.data_version(self.capture)
         if version == self._version:
@@ -66,91 +76,87 @@ class LiveCapture:
         self._version = version
         return True
 
+    def reopened(self) -> bool:
+        """Whether the capture was opened again since the last call (what the connection held
+        is gone: it must be read whole)."""
+        found, self._reopened = self._reopened, False
+        return found
+
     def close(self) -> None:
         self.capture.conn.close()
 
 
-@dataclass
-class Seen:
-    """What one page shows: the digest of each part it was sent, and the order of its
-    conversations (a few bytes a conversation)."""
-
-    digests: dict[str, bytes] = field(default_factory=dict)
-    order: tuple[str, ...] = ()
-
-
 @dataclass(frozen=True)
 class Parts:
-    """The parts of the page at one reading of the capture; `version` counts readings."""
+    """The summary and the pictures at one reading, each by its section's id."""
 
-    version: int
     html: dict[str, str]
     digests: dict[str, bytes]
-    order: tuple[str, ...]  # the conversations' keys, in page order
-    tools: tuple[str, ...]
-
-    def seen(self) -> Seen:
-        """What a page rendered at this reading shows."""
-        return Seen(dict(self.digests), self.order)
-
-    def update(self, seen: Seen) -> str | None:
-        """The JSON message bringing a page from `seen` to these parts (`seen` moves with it),
-        or None when it shows them already."""
-        changed = [key for key, digest in self.digests.items() if seen.digests.get(key) != digest]
-        order = list(self.order) if self.order != seen.order else None
-        if not changed and order is None:
-            return None
-        seen.digests.update((key, self.digests[key]) for key in changed)
-        seen.order = self.order
-        parts = [[key, self.html[key]] for key in changed]
-        return json.dumps({"parts": parts, "order": order, "tools": self.tools})
 
 
 class LivePage:
-    """Renders a capture's live page and its parts from the report's template."""
+    """Keeps a capture's data for the live page, and renders the page and its messages."""
 
     def __init__(self, db: Path, events: str) -> None:
         self.db = db
         self.events = events
         self.template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
         self._script = script(SCRIPT)
-        self._macros: dict[str, Any] = {}
+        self.model = LiveModel()
 
-    def _context(self, capture: sqlite_utils.Database, version: int) -> dict[str, Any]:
-        live = {"events": f"{self.events}?v={version}", "script": self._script}
-        return {**page(capture, self.db), "live": live, "script_src": SCRIPT_SRC}
-
-    def whole(self, capture: sqlite_utils.Database, version: int) -> str:
-        """The page, as `convtap report` writes it, with the live script that keeps it current
-        from the parts of `version` on."""
+    def read_whole(self, capture: sqlite_utils.Database) -> Reading:
+        """Read every step into the model, at one reading of the capture."""
         with queries.one_reading(capture):
-            module = self.template.make_module(self._context(capture, version))
-        self._macros = {name: value for name, value in vars(module).items()
-                        if isinstance(value, jinja2.runtime.Macro)}  # fmt: skip
-        return str(module)
+            return self.model.whole(capture)
 
-    def parts(self, capture: sqlite_utils.Database, version: int) -> Parts:
-        """Each part of the page, rendered alone (a block cannot see the template's macros
-        unless given them: they come from a whole page rendered first)."""
-        if not self._macros:
-            self.whole(capture, version)
-        html: dict[str, str] = {}
-        order: list[str] = []
-        repeats: Counter[str] = Counter()  # a key stays unique as the page's script makes it
+    def read(self, capture: sqlite_utils.Database, *, reopened: bool = False) -> Reading:
+        """Read what changed into the model, at one reading of the capture (`reopened`: on a
+        connection opened since the last reading)."""
         with queries.one_reading(capture):
-            context = {**self._context(capture, version), **self._macros}
-            for name in FIXED:  # sections with an id of their own, in every page
-                html[name] = self._block(name, context)
-            for conv in conversations(capture):
-                key = f"conv:{conv.key}"
-                repeats[key] += 1
-                key = f"{key}#{repeats[key] - 1}" if repeats[key] > 1 else key
-                html[key] = self._block("conversation", {**context, "conv": conv})
-                order.append(key)
-            tools = tuple(visible(tool) for tool in queries.tools(capture))  # as the page shows
-        digests = {key: hashlib.blake2b(text.encode(), digest_size=16).digest()
-                   for key, text in html.items()}  # fmt: skip
-        return Parts(version, html, digests, tuple(order), tools)
+            return self.model.update(capture, reopened=reopened)
+
+    def parts(self, capture: sqlite_utils.Database) -> Parts:
+        """The summary and the pictures as they are now (read whole: see `Live._parts`)."""
+        with queries.one_reading(capture):
+            context = {**page(capture, self.db), **summary_parts(capture)}
+            html = {name: self._block(name, context) for name in FIXED}
+        return _parts(html)
+
+    def whole(self, capture: sqlite_utils.Database, parts: Parts) -> str:
+        """The page, as `convtap report` writes it, with the data of the model's latest reading,
+        the parts given (not read again), and the live script that keeps it current."""
+        with queries.one_reading(capture):
+            context = {**page(capture, self.db), "script_src": SCRIPT_SRC}
+        context["parts"] = {name: Markup(html) for name, html in parts.html.items()}
+        context["live"] = {"events": f"{self.events}?v={self.model.version}",
+                           "script": self._script}  # fmt: skip
+        context["data"] = self.model.data()
+        return self.template.render(context)
 
     def _block(self, name: str, context: dict[str, Any]) -> str:
         return "".join(self.template.blocks[name](self.template.new_context(context)))
+
+    def update(
+        self, version: int, digests: dict[str, bytes], parts: Parts
+    ) -> tuple[str, str] | None:
+        """The message bringing a page from the model's reading `version` and the parts of
+        `digests` to the latest (`digests` moves with it): `("update", JSON)`, `("reload", "{}")`
+        when that reading is forgotten, or None when the page shows the latest already."""
+        since = self.model.since(version)
+        if since is None:
+            return "reload", "{}"
+        changed, gone = since
+        fixed = [name for name in FIXED if digests.get(name) != parts.digests[name]]
+        if not changed and not gone and not fixed:
+            return None
+        digests.update((name, parts.digests[name]) for name in fixed)
+        steps = [text for key in changed if (text := self.model.step_json(key)) is not None]
+        head = orjson.dumps({"v": self.model.version, "gone": [list(k) for k in gone],
+                             "parts": [[name, parts.html[name]] for name in fixed]})  # fmt: skip
+        return "update", (head[:-1] + b',"steps":[' + b",".join(steps) + b"]}").decode()
+
+
+def _parts(html: dict[str, str]) -> Parts:
+    digests = {key: hashlib.blake2b(text.encode(), digest_size=16).digest()
+               for key, text in html.items()}  # fmt: skip
+    return Parts(html, digests)

@@ -1,23 +1,18 @@
 """What `convtap report` reads from a capture, as rows: the summary's counts, the lists (tools,
-decode errors, failures), every conversation's timeline, and what the charts draw. The report's
-SQL, kept in the store layer so that the report package speaks none.
+decode errors, failures) and what the charts draw (the timeline's rows are `timeline_queries`').
+The report's SQL, kept in the store layer so that the report package speaks none.
 
 Streamed like the page: each query runs when its function is called and its rows are read as
-they are consumed. The timeline is one query per kind of row, all in page order, merged; a
-step's columns, a call with its returns and findings, and the findings on a return answering no
-recorded call are read one at a time as the page reaches them.
+they are consumed.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sqlite_utils
-
-from convtap.store.compact import event_text
 
 # -- the summary and the lists ---------------------------------------------------------------
 
@@ -34,7 +29,7 @@ def summary_counts(capture: sqlite_utils.Database) -> dict[str, int]:
     return {
         "flows": count("SELECT count(*) FROM flows"),
         "turns": count("SELECT count(*) FROM turns"),
-        "conversations": count(f"{CONVERSATIONS} SELECT count(*) FROM conv WHERE key != ''"),
+        "conversations": count(CONVERSATION_COUNT),
         "calls": count("SELECT count(*) FROM tool_calls"),
         "responses_calls": count("SELECT count(*) FROM tool_calls WHERE protocol = 'responses'"),
         "returns": count("SELECT count(*) FROM tool_returns"),
@@ -61,73 +56,16 @@ def tools(capture: sqlite_utils.Database) -> Iterator[str]:
     return (row[0] for row in capture.execute(TOOLS))
 
 
-def decode_errors(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """Each decode error of each turn (turn_id, conversation_id, event_index, kind, detail), in
-    the order the turns started."""
-    return capture.query(DECODE_ERRORS)
+def decode_errors(capture: sqlite_utils.Database, most: int) -> Iterator[dict[str, Any]]:
+    """The first `most` decode errors of the turns (turn_id, conversation_id, event_index, kind,
+    detail), in the order the turns started."""
+    return capture.query(f"{DECODE_ERRORS} LIMIT ?", [most])
 
 
-def failures(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """Each flow convtap itself failed on (id, kind, path, started_at, failure), in time order."""
-    return capture.query(FAILURES)
-
-
-# -- the timeline ----------------------------------------------------------------------------
-
-
-def timeline_rows(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """Every row of every conversation, in page order (`ORDER`). Each names its conversation
-    (`conv`, first seen at `conv_at`, with `conv_calls` and `conv_findings`) and its `step`, and
-    is, by `what`: a step's own row, a message (with `call_id` when it is a call), a call with no
-    message, a return answering no recorded call, or a finding on a request."""
-    return heapq.merge(*(capture.query(sql) for sql in STREAMS), key=_order)
-
-
-def _order(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in ORDER)
-
-
-def step_exchange(
-    capture: sqlite_utils.Database, step_id: str
-) -> tuple[str | None, str | None, Iterator[str]]:
-    """A Responses request's body, its JSON answer (when not streamed, or a socket's turn), and
-    its raw stream's text, streamed."""
-    row = next(capture.query(EXCHANGE, [step_id]), None)
-    if row is None:
-        return None, None, iter(())
-    events = (event_text(r) for r in capture.query(EXCHANGE_EVENTS, [step_id]))
-    return row["request_body"], row["response_body"], events
-
-
-EXCHANGE = "SELECT request_body, response_body FROM flows WHERE id = ? AND kind = 'responses'"
-EXCHANGE_EVENTS = "SELECT * FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
-
-
-def step_info(capture: sqlite_utils.Database, step_id: str) -> dict[str, Any]:
-    """A step's columns: its turn's (`turn` 1), else its flow's (`turn` 0), else empty."""
-    info = next(capture.query(STEP_TURN, [step_id]), None)
-    return info or next(capture.query(STEP_FLOW, [step_id]), None) or {}
-
-
-def call_row(capture: sqlite_utils.Database, call_id: str) -> dict[str, Any]:
-    """A recorded call's columns, with `answered`, `accepted` and `continued` from its ledger."""
-    return next(capture.query(CALL, {"id": call_id}))
-
-
-def call_returns(capture: sqlite_utils.Database, call_id: str) -> Iterator[dict[str, Any]]:
-    """The returns answering a call, the first first, each with the times its lifecycle is read
-    from (turn_ended_at, stream_complete, flow_ended_at, node_seen_at)."""
-    return capture.query(RETURNS, [call_id])
-
-
-def call_findings(capture: sqlite_utils.Database, call_id: str) -> Iterator[dict[str, Any]]:
-    """The findings naming a call, in the order they were made."""
-    return capture.query(CALL_FINDINGS, [call_id])
-
-
-def orphan_findings(capture: sqlite_utils.Database, return_id: str) -> Iterator[dict[str, Any]]:
-    """The findings on a return that answers no recorded call, in the order they were made."""
-    return capture.query(ORPHAN_FINDINGS, [return_id])
+def failures(capture: sqlite_utils.Database, most: int) -> Iterator[dict[str, Any]]:
+    """The first `most` flows convtap itself failed on (id, kind, path, started_at, failure), in
+    time order."""
+    return capture.query(f"{FAILURES} LIMIT ?", [most])
 
 
 # -- SQL -------------------------------------------------------------------------------------
@@ -160,103 +98,17 @@ ORDER BY t.started_at, t.id, e.key"""
 FAILURES = """SELECT id, kind, path, started_at, failure FROM flows WHERE failure IS NOT NULL
 ORDER BY started_at, id"""
 
-# A Responses request continues the response it names; its outputs answer that response's calls.
+# A Responses request continues the response it names: it is part of that response's chain.
 PREVIOUS = """(CASE WHEN json_valid(f.request_body)
     AND json_type(f.request_body, '$.previous_response_id') = 'text'
     THEN json_extract(f.request_body, '$.previous_response_id') END)"""
 
-ON_A_CALL = "EXISTS (SELECT 1 FROM tool_calls c WHERE c.call_id = fd.call_id)"
-ON_AN_ORPHAN = """r.call_id IS NULL AND r.flow_id = fd.flow_id
-    AND (fd.return_id IN (r.id, r.message_id) OR (fd.return_id IS NULL
-         AND fd.call_id = r.body_call_id))"""
-
-# Each conversation with the time it was first seen (which orders the page), its calls and
-# its findings.
-CONVERSATIONS = f"""WITH conv AS (
-SELECT key, coalesce(min(at), 0.0) AS first_at, sum(calls) AS calls, sum(findings) AS findings
-FROM (
-    SELECT coalesce(conversation_id, '') AS key, started_at AS at, 0 AS calls, 0 AS findings
-    FROM turns
-    UNION ALL SELECT coalesce(conversation_id, ''), first_seen_at, 0, 0 FROM messages
-    UNION ALL SELECT coalesce(conversation_id, ''), called_at, 1, 0 FROM tool_calls
-    UNION ALL SELECT coalesce(conversation_id, ''), returned_at, 0, 0 FROM tool_returns
-    UNION ALL SELECT coalesce(fd.conversation_id, ''), fl.started_at, 0, 1
-    FROM findings fd LEFT JOIN flows fl ON fl.id = fd.flow_id
-    UNION ALL SELECT {PREVIOUS}, f.started_at, 0, 0 FROM flows f
-    WHERE f.kind = 'responses' AND {PREVIOUS} IS NOT NULL
-) GROUP BY key)
-"""
-
-# Page order. Within a step, rows of one time and kind keep the order they were recorded in.
-ORDER = ("conv_at", "conv", "step_at", "step", "rank", "at", "what", "row_id")
-
-
-def _stream(what: str, source: str, where: str, key: str, step: str, at: str, row_id: str,
-            columns: str) -> str:  # fmt: skip
-    """Rows of one kind, each with where it goes (conversation, step) and when, in page order.
-    CROSS JOIN keeps the source the outer loop, so that SQLite indexes `conv` (a plain JOIN
-    may scan the source once per conversation)."""
-    step_at = f"""coalesce((SELECT started_at FROM turns WHERE id = {step}),
-        (SELECT started_at FROM flows WHERE id = {step}), {at}, 0.0)"""
-    return f"""{CONVERSATIONS}
-SELECT conv.first_at AS conv_at, conv.key AS conv, conv.calls AS conv_calls,
-       conv.findings AS conv_findings, {step_at} AS step_at, coalesce({step}, '') AS step,
-       {0 if what == "step" else 1} AS rank, coalesce({at}, 0.0) AS at, '{what}' AS what,
-       {row_id} AS row_id, {columns}
-FROM {source} CROSS JOIN conv ON conv.key = coalesce({key}, '')
-WHERE {where}
-ORDER BY {", ".join(ORDER)}"""
-
-
-RETURN_COLUMNS = """r.id, r.message_id, r.protocol, r.flow_id, r.tool, r.body_call_id,
-    r.returned_at, r.message"""
-
-STREAMS = [
-    _stream("step", "turns t", "1", "t.conversation_id", "t.id", "t.started_at", "t.rowid",
-            "NULL"),
-    _stream("step", "flows f", f"f.kind = 'responses' AND {PREVIOUS} IS NOT NULL", PREVIOUS,
-            "f.id", "f.started_at", "f.rowid", "NULL"),
-    _stream("message", "messages m LEFT JOIN tool_calls c ON c.call_id = m.id", "1",
-            "m.conversation_id", "m.turn_id", "m.first_seen_at", "m.rowid",
-            """m.id, m.role, m.name, m.recipient, m.channel, m.status, m.content_type, m.text,
-            m.first_seen_at AS seen_at, c.call_id"""),
-    _stream("call", "tool_calls c", "NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.call_id)",
-            "c.conversation_id", "c.turn_id", "c.called_at", "c.rowid", "c.call_id"),
-    _stream("return", "tool_returns r", "r.call_id IS NULL", "r.conversation_id", "r.flow_id",
-            "r.returned_at", "r.rowid", RETURN_COLUMNS),
-    _stream("finding", "findings fd", f"""NOT {ON_A_CALL}
-            AND NOT EXISTS (SELECT 1 FROM tool_returns r WHERE {ON_AN_ORPHAN})""",
-            "fd.conversation_id", "fd.flow_id",
-            "(SELECT started_at FROM flows WHERE id = fd.flow_id)", "fd.id", "fd.*"),
-]  # fmt: skip
-
-CALL = """SELECT c.*, l.answered, l.accepted, l.continued
-FROM tool_calls c JOIN (SELECT * FROM call_ledger WHERE call_id = :id) l ON l.call_id = c.call_id
-WHERE c.call_id = :id"""
-
-RETURNS = f"""SELECT {RETURN_COLUMNS}, t.ended_at AS turn_ended_at, t.stream_complete,
-    a.ended_at AS flow_ended_at,
-    (SELECT min(n.seen_at) FROM conversation_nodes n
-     WHERE n.conversation_id = r.conversation_id AND n.node_id = r.message_id) AS node_seen_at
-FROM tool_returns r LEFT JOIN turns t ON t.id = r.flow_id LEFT JOIN flows a ON a.id = r.flow_id
-WHERE r.call_id = ? ORDER BY r.returned_at, r.id"""
-
-CALL_FINDINGS = "SELECT * FROM findings WHERE call_id = ? ORDER BY id"
-
-ORPHAN_FINDINGS = f"""SELECT fd.* FROM findings fd JOIN tool_returns r ON r.id = ?
-WHERE NOT {ON_A_CALL} AND {ON_AN_ORPHAN} ORDER BY fd.id"""
-
-STEP_TURN = """SELECT 1 AS turn, t.id, f.kind, t.model, t.client, t.started_at, t.ended_at,
-    t.done, t.stream_complete, t.truncated, t.event_count, t.legs, t.ws_topic, t.encoding,
-    CASE WHEN json_valid(t.errors) AND json_type(t.errors) = 'array'
-         THEN json_array_length(t.errors) ELSE 0 END AS errors,
-    f.path, f.status, f.outcome, f.failure
-FROM turns t LEFT JOIN flows f ON f.id = t.id WHERE t.id = ?"""
-
-STEP_FLOW = """SELECT 0 AS turn, id, kind, NULL AS model, client, started_at, ended_at,
-    NULL AS done, NULL AS stream_complete, NULL AS truncated, NULL AS event_count, NULL AS legs,
-    NULL AS ws_topic, NULL AS encoding, 0 AS errors, path, status, outcome, failure
-FROM flows WHERE id = ?"""
+CONVERSATION_COUNT = f"""SELECT count(*) FROM (
+    SELECT conversation_id AS key FROM turns UNION SELECT conversation_id FROM messages
+    UNION SELECT conversation_id FROM tool_calls UNION SELECT conversation_id FROM tool_returns
+    UNION SELECT conversation_id FROM findings
+    UNION SELECT {PREVIOUS} FROM flows f WHERE f.kind = 'responses'
+) WHERE key IS NOT NULL AND key != ''"""
 
 
 # -- the charts ------------------------------------------------------------------------------
@@ -302,7 +154,9 @@ def activity(
     return ((int(b), int(c), int(f)) for b, c, f in capture.execute(sql, params))
 
 
-FIRST_EVENT = "(SELECT min(e.at) FROM events e WHERE e.flow_id = {})"
+# Events come in the order they arrived: the first is the one with the lowest seq (found in the
+# primary key, where min(at) would read every event of the flow).
+FIRST_EVENT = "(SELECT e.at FROM events e WHERE e.flow_id = {} ORDER BY e.seq LIMIT 1)"
 
 REQUEST_TIMES = f"""SELECT t.id, 'f/conversation' AS protocol, t.started_at, t.ended_at,
     {FIRST_EVENT.format("t.id")} AS first_at, NULL AS usage, NULL AS usage_event
