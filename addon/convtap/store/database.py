@@ -723,14 +723,31 @@ def count_calls(db: sqlite_utils.Database) -> int:
     return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
 
 
+# What a finding is, for `replace_findings`: every column but its row id and when it was made.
+_FINDING_KEY = ("rule", "severity", "message", "conversation_id", "call_id", "return_id",
+                "flow_id", "evidence")  # fmt: skip
+
+
 def replace_findings(db: sqlite_utils.Database, rows: list[FindingRow]) -> None:
-    """The findings table made anew (one transaction, or a part of the one open): it is what
-    the capture holds, so a mark that it was not is gone too."""
+    """The findings table made `rows` (one transaction, or a part of the one open): it is what
+    the capture holds, so a mark that it was not is gone too. A finding already there stays as
+    it is (its id, its time): only what changed is deleted or added, so that a reader that
+    follows the table (the live page) sees only the change."""
+    keep: dict[tuple[Any, ...], list[int]] = {}
     with _write_lock(db.conn):
-        db.execute("DELETE FROM findings")
+        for found in db.execute(f"SELECT id, {', '.join(_FINDING_KEY)} FROM findings"):
+            keep.setdefault(tuple(found[1:]), []).append(found[0])
         for row in rows:
+            same = keep.get(tuple(getattr(row, name) for name in _FINDING_KEY))
+            if same:
+                same.pop()
+                continue
             columns, values = row.columns()
             db.conn.execute(insert_sql(row.KIND, row.TABLE, columns), values)
+        gone = [ident for idents in keep.values() for ident in idents]
+        for start in range(0, len(gone), 500):
+            part = gone[start : start + 500]
+            db.execute(f"DELETE FROM findings WHERE id IN ({', '.join('?' * len(part))})", part)
         db.execute(FINDING_CONVERSATION)
         db.execute("DELETE FROM meta WHERE key = ?", [_FINDINGS_BEHIND])
 
