@@ -5,7 +5,8 @@ The package is cut in layers, each importing only the ones below it (import-lint
 in `make lint`; docs/architecture.md says why each exists):
 
     cli                 the `convtap` command, one module per family of commands
-    mock                the local upstream, its scenarios, the reference client, the demo
+    mock, launch        the local upstream, its scenarios, its replay of a capture, the
+                        reference client, the demo; `convtap run`'s recorder and environment
     diff, proxy, report shapes of captures and what changed; the mitmproxy addon; the HTML page
     ingest, export      readers of capture files, replay and `decode`; the HAR export
     record              the recording pipeline per protocol and the recorder process
