@@ -66,6 +66,18 @@ from convtap.cli.common import fail, host_unknown, main, port_in_use
     help="Take Responses API requests the real API refuses (an output naming no call, an "
     "unknown previous_response_id, a call left unanswered), so the audit sees the mistake.",
 )
+@click.option(
+    "--replay",
+    "capture",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="CAPTURE",
+    help="Serve the server's side recorded in CAPTURE instead of a scenario.",
+)
+@click.option(
+    "--timing",
+    type=click.Choice(["fast", "recorded"]),
+    help="With --replay: send at once (fast, the default) or keep the recorded gaps.",
+)
 def mock(
     host: str,
     port: int,
@@ -78,6 +90,8 @@ def mock(
     delay: float,
     seed: int | None,
     lenient: bool,
+    capture: Path | None,
+    timing: str | None,
 ) -> None:
     """Play the server's side on 127.0.0.1: prepare, sentinel, f/conversation, resume,
     GET conversation/<id>, the user WebSocket and the Responses API (over HTTP and WebSocket
@@ -92,6 +106,7 @@ def mock(
       convtap mock --scenario alefita_way --port 9000
       convtap mock --scenario declared --seed 1 --port 9000   # calls the tools you declare
       convtap record --mode reverse:http://127.0.0.1:9000 --listen-port 8081
+      convtap mock --replay captures/session.db --port 9000   # answer as it was recorded
     """
     from convtap.mock.scenario import ScenarioError
     from convtap.mock.server import run
@@ -102,12 +117,42 @@ def mock(
         fail(f"--host {host}: {unknown}")
     if (busy := port_in_use(host, port)) is not None:
         fail(f"cannot listen on {host}:{port} ({busy}): choose another --port (0 picks a free one)")
+    if capture is not None:
+        return replay(host, port, capture, timing or "fast", tls, cert_file)
+    if timing is not None:
+        fail("--timing goes with --replay")
     try:
         run(host, port, scenario, gzip=gzip, hold_after=hold_after, die_after=die_after,
             tls=tls, cert_file=cert_file, delay=delay, seed=seed, lenient=lenient)  # fmt: skip
     except ScenarioError as exc:
         fail(str(exc))
     except OSError as exc:  # the certificate file, or a port taken since the check
+        fail(f"cannot serve: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+
+
+def replay(
+    host: str, port: int, capture: Path, timing: str, tls: bool, cert_file: Path | None
+) -> None:
+    """`mock --replay`: what a scenario would change is refused (one line, exit 2)."""
+    import tempfile
+
+    from convtap.mock.recorded import ReplayError
+    from convtap.mock.replay import run as run_replay
+    from convtap.store.database import StoreError
+
+    context = click.get_current_context()
+    scenario_only = ("scenario", "seed", "gzip", "hold_after", "die_after", "delay", "lenient")
+    default = click.core.ParameterSource.DEFAULT
+    given = [n for n in scenario_only if context.get_parameter_source(n) is not default]
+    if given:
+        fail(f"--{given[0].replace('_', '-')} plays a scenario: it cannot go with --replay")
+    if tls and cert_file is None:
+        cert_file = Path(tempfile.mkdtemp(prefix="convtap-mock-")) / "ca.pem"
+    try:
+        run_replay(host, port, capture, timing, tls=tls, cert_file=cert_file)
+    except (StoreError, ReplayError) as exc:
+        fail(f"--replay: {exc}")
+    except OSError as exc:
         fail(f"cannot serve: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
 
 

@@ -25,7 +25,7 @@ import functools
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -254,3 +254,56 @@ def merge(into: Shapes, other: Shapes) -> Shapes:
         for path, path_shape in shape.paths.items():
             mine.paths.setdefault(path, PathShape(path_shape.parent)).merge(path_shape)
     return into
+
+
+def differences(
+    kind: str, a: Any, b: Any, same: Callable[[Any, Any], bool], prefix: str = ""
+) -> Iterator[str]:
+    """The paths, written as shapes write them, where two JSON values of a `kind` differ:
+    a key one has and the other not, a value or a type that differs, an array of another
+    length. User data is compared whole and named by its root, so that no path says anything
+    of it (a changed tool schema is `tools[]{function}.parameters`). `same` compares two
+    scalars (a placeholder may stand for any string). Values are never part of a path."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            name = "*" if _ID.match(str(key)) else str(key)
+            path = f"{prefix}.{name}" if prefix else name
+            yield from _differences_at(kind, a, b, key, path, same)
+    elif isinstance(a, list) and isinstance(b, list):
+        path = f"{prefix}[]"
+        leaf = is_user_data(kind, path)
+        if len(a) != len(b) or (leaf and not _same_value(a, b, same)):
+            yield path if leaf else prefix or "[]"
+        if not leaf:
+            for x, y in zip(a, b, strict=False):
+                if _typed(path, x) != _typed(path, y):
+                    yield _typed(path, x)
+                else:
+                    yield from differences(kind, x, y, same, _typed(path, x))
+    elif not _same_value(a, b, same):
+        yield prefix or "(the whole body)"
+
+
+def _differences_at(
+    kind: str, a: dict[str, Any], b: dict[str, Any], key: str, path: str, same: Any
+) -> Iterator[str]:
+    if key not in a or key not in b:
+        yield path if is_user_data(kind, path) else _typed(path, a.get(key, b.get(key)))
+    elif is_user_data(kind, path):
+        if not _same_value(a[key], b[key], same):
+            yield path
+    elif _typed(path, a[key]) != _typed(path, b[key]) or json_type(a[key]) != json_type(b[key]):
+        yield path
+    else:
+        yield from differences(kind, a[key], b[key], same, _typed(path, a[key]))
+
+
+def _same_value(a: Any, b: Any, same: Callable[[Any, Any], bool]) -> bool:
+    """Whether two JSON values are equal, their scalars compared by `same`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k], same) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_value(x, y, same) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict | list) or isinstance(b, dict | list):
+        return False
+    return same(a, b)

@@ -1,0 +1,236 @@
+"""What `convtap mock --replay CAPTURE` answers with: the server's side of a capture, and the
+rules that match a request to a recorded one (docs/commands.md, "convtap mock --replay").
+
+A capture's flows become exchanges: an HTTP request with its recorded answer (status, headers,
+the body in the pieces it came in, each with the gap before it), or a socket's client frame
+with the server frames that followed it up to the next one. A request is matched by method,
+path (its query left out) and content, leaving out what a client mints per run (`VOLATILE`:
+message ids, times, challenges and tokens; headers are not compared at all) and taking a
+redacted secret's placeholder for whatever the client sent there. Each exchange answers once,
+the first one left that matches, so that a session replays in order (once every exchange has
+answered, the next request that matches one starts the session over); a request no exchange left
+matches is a `Miss`, which names the nearest recorded request and the paths where it differs
+(paths as `convtap diff` writes them: never a value, user data named only by its root).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convtap.diff.shapes import differences
+from convtap.store.database import (
+    event_bytes,
+    event_text,
+    iter_events,
+    iter_flows,
+    open_readonly,
+)
+from convtap.wire.jsonvalue import loads_or_none
+from convtap.wire.session import SOCKETS, STREAMED
+
+# Keys whose values a client mints per run, left out wherever they are: f/conversation's
+# message times, its one-time challenges and proof of work, tokens, the socket's request ids,
+# the Codex CLI's per-session cache key. (An f/conversation message's own `id` is one too: see
+# `_without_volatile`.)
+VOLATILE = frozenset({
+    "create_time", "update_time", "timestamp", "app_attest_challenge", "proofofwork",
+    "websocket_request_id", "prompt_cache_key", "conduit_token", "proof_token", "turnstile_token",
+})  # fmt: skip
+PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]+>")
+# Response headers not replayed: the transport's own (the body is sent as it was decoded).
+DROPPED = frozenset({"content-length", "transfer-encoding", "content-encoding", "connection",
+                     "keep-alive", "date", "server"})  # fmt: skip
+SHOWN_PATHS = 8  # differing paths a miss names (then how many more)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Bytes (or a frame's text) sent after `gap` seconds, as recorded."""
+
+    gap: float
+    data: bytes | str
+
+
+@dataclass
+class Exchange:
+    """One recorded request (an HTTP request, or a socket's client frame) and its answer."""
+
+    number: int  # its place among the capture's requests, from 1
+    flow_id: str
+    method: str  # `WS` for a socket's frame
+    path: str
+    kind: str
+    body: Any
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
+    used: bool = False
+
+
+@dataclass
+class Socket:
+    """A recorded socket: what the server sent before the client's first frame."""
+
+    path: str
+    greeting: list[Piece]
+    opened: bool = False
+
+
+@dataclass(frozen=True)
+class Miss:
+    message: str
+
+
+class ReplayError(Exception):
+    """The capture cannot be replayed (not a capture, or nothing in it to answer with)."""
+
+
+def request_path(path: str) -> str:
+    return path.split("?", 1)[0].rstrip("/") or "/"
+
+
+class Recording:
+    """A capture's exchanges, answered once each in the order they are asked for."""
+
+    def __init__(self, exchanges: list[Exchange], sockets: list[Socket]) -> None:
+        self.exchanges = exchanges
+        self.sockets = sockets
+
+    def answer(self, method: str, path: str, body: Any) -> Exchange | Miss:
+        """The first exchange left that `method path body` matches (now used), or a miss."""
+        where = request_path(path)
+        candidates = [e for e in self.exchanges if e.method == method and e.path == where]
+        for exchange in candidates:
+            if not exchange.used and not _differing(exchange, body):
+                exchange.used = True
+                return exchange
+        if all(e.used for e in self.exchanges) and any(not _differing(e, body) for e in candidates):
+            for exchange in self.exchanges:  # the whole session was replayed: play it again
+                exchange.used = False
+            return self.answer(method, path, body)
+        return Miss(_miss_message(method, where, body, candidates, self.exchanges))
+
+    def greeting(self, path: str) -> list[Piece]:
+        """What the server sent first on a socket at `path`: the first recorded one not opened
+        yet (the last one again when all were)."""
+        where = [s for s in self.sockets if s.path == request_path(path)]
+        for socket in where:
+            if not socket.opened:
+                socket.opened = True
+                return socket.greeting
+        return where[-1].greeting if where else []
+
+
+def load(path: Path) -> Recording:
+    """Every exchange of a capture, in the order it was recorded."""
+    db = open_readonly(path)
+    exchanges: list[Exchange] = []
+    sockets: list[Socket] = []
+    try:
+        for flow in iter_flows(db):
+            events = list(iter_events(db, flow["id"]))
+            if flow["kind"] in SOCKETS:
+                sockets.append(_socket(flow, events, exchanges))
+            else:
+                exchanges.append(_exchange(flow, events, len(exchanges) + 1))
+    finally:
+        db.conn.close()
+    if not exchanges and not sockets:
+        raise ReplayError(f"{path} holds no request to replay")
+    return Recording(exchanges, sockets)
+
+
+def _exchange(flow: dict[str, Any], events: list[dict[str, Any]], number: int) -> Exchange:
+    headers = [(str(k), str(v)) for k, v in loads_or_none(flow["response_headers"]) or []]
+    kept = [(k, v) for k, v in headers if k.lower() not in DROPPED]
+    started = flow["started_at"] or 0.0
+    pieces: list[Piece] = []
+    if flow["kind"] in STREAMED and events:
+        previous = started
+        for event in events:
+            pieces.append(Piece(max(0.0, event["at"] - previous), event_bytes(event)))
+            previous = event["at"]
+    elif flow["response_body"]:
+        gap = max(0.0, (flow["ended_at"] or started) - started)
+        pieces.append(Piece(gap, str(flow["response_body"]).encode()))
+    return Exchange(number, flow["id"], flow["method"] or "GET", request_path(flow["path"] or "/"),
+                    flow["kind"], _json(flow["request_body"]), flow["status"] or 200, kept,
+                    pieces)  # fmt: skip
+
+
+def _socket(flow: dict[str, Any], events: list[dict[str, Any]], into: list[Exchange]) -> Socket:
+    """A socket's frames: its greeting, and an exchange per client frame."""
+    path = request_path(flow["path"] or "/")
+    socket = Socket(path, [])
+    current: Exchange | None = None
+    previous = flow["started_at"] or 0.0
+    for event in events:
+        text = event_text(event)
+        if event["event"] == "ws:client":
+            current = Exchange(len(into) + 1, flow["id"], "WS", path, flow["kind"], _json(text))
+            into.append(current)
+        else:
+            piece = Piece(max(0.0, event["at"] - previous), text)
+            (current.pieces if current is not None else socket.greeting).append(piece)
+        previous = event["at"]
+    return socket
+
+
+def _json(text: str | None) -> Any:
+    if text is None or text == "":
+        return None
+    parsed = loads_or_none(text)
+    return text if parsed is None and text.strip() != "null" else parsed
+
+
+def _without_volatile(value: Any) -> Any:
+    """A request's content with what a client mints per run left out (`VOLATILE`)."""
+    if isinstance(value, dict):
+        message = isinstance(value.get("author"), dict)  # an f/conversation message: its id
+        return {k: _without_volatile(v) for k, v in value.items()
+                if k not in VOLATILE and not (message and k == "id")}  # fmt: skip
+    if isinstance(value, list):
+        return [_without_volatile(v) for v in value]
+    return value
+
+
+def same_scalar(recorded: Any, live: Any) -> bool:
+    """A recorded value and a live one alike: a placeholder stands for any text."""
+    if isinstance(recorded, str) and isinstance(live, str) and "<redacted:" in recorded:
+        pattern = ".+?".join(re.escape(part) for part in PLACEHOLDER.split(recorded))
+        return re.fullmatch(pattern, live, re.DOTALL) is not None
+    if isinstance(recorded, bool) or isinstance(live, bool):
+        return recorded is live
+    if isinstance(recorded, int | float) and isinstance(live, int | float):
+        return recorded == live
+    return type(recorded) is type(live) and bool(recorded == live)
+
+
+def _differing(exchange: Exchange, body: Any) -> list[str]:
+    kind = (
+        "request:responses" if exchange.kind.startswith("responses") else f"request:{exchange.kind}"
+    )
+    recorded, live = _without_volatile(exchange.body), _without_volatile(body)
+    return list(dict.fromkeys(differences(kind, recorded, live, same_scalar)))
+
+
+def _miss_message(
+    method: str, path: str, body: Any, candidates: list[Exchange], every: list[Exchange]
+) -> str:
+    what = f"replay miss: {method} {path}"
+    pool = candidates or [e for e in every if e.method == method]
+    if not pool:
+        return f"{what}: the capture holds no {method} request to answer it with"
+    scored = [(len(d), not e.used, e, d) for e in pool for d in [_differing(e, body)]]
+    _, _, nearest, paths = min(scored, key=lambda s: (s[0], not s[1], s[2].number))
+    name = f"#{nearest.number} ({nearest.method} {nearest.path}, flow {nearest.flow_id})"
+    if not paths and nearest.path == path:
+        return (f"{what}: the recorded request it matches, {name}, has answered already "
+                "(each recorded request answers once)")  # fmt: skip
+    shown = ", ".join(paths[:SHOWN_PATHS])
+    more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
+    differs = f"differs at {shown}{more}" if paths else "differs only in its path"
+    return f"{what} matches no recorded request left; the nearest, {name}, {differs}"
