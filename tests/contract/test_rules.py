@@ -23,7 +23,7 @@ PROTOCOL_RULES = [
     "responses-output-call-id", "responses-output-names-tool", "responses-output-type",
     "responses-tool-search", "responses-tools-valid", "responses-call-unanswered",
     "responses-item-duplicate", "responses-chain-broken", "responses-orphan-repeated",
-    "responses-socket-overlap",
+    "responses-socket-overlap", "replay-miss",
 ]  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from convtap.contract.happenings import (
     Happening,
     MessagesShown,
     Prepared,
+    ReplayMissed,
     RequestRefused,
     ResponsesRequest,
     SessionEnded,
@@ -32,6 +33,7 @@ from convtap.contract.happenings import (
 )
 from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
+from convtap.contract.replay import MissFacts
 from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.wire.bounded import Bounded
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
@@ -63,6 +65,7 @@ class Auditor:
         self.responses = ResponsesAuditor(limit)  # the Responses API's calls and outputs
         self.requests: Bounded[str, None] = Bounded(limit)  # flows whose request was audited
         self.creates: Bounded[str, None] = Bounded(limit)  # socket turns whose create was
+        self.misses: Bounded[str, None] = Bounded(limit)  # flows whose replay miss was
 
     def handle(self, happening: Happening) -> list[Finding]:
         """What happened next; the findings it makes. A request of a flow or a call already
@@ -75,6 +78,10 @@ class Auditor:
                     return self.request(flow_id, body, at, request)
             case RequestRefused(flow_id):
                 self.refused(flow_id)
+            case ReplayMissed(flow_id, message):
+                if flow_id not in self.misses:
+                    self.misses[flow_id] = None
+                    return run_checks(MissFacts(message, Where(flow_id=flow_id)))
             case MessagesShown(conversation_id, message_ids):
                 self.seen(conversation_id, message_ids)
             case CallMade(call):

@@ -68,6 +68,29 @@ class RequestRefused:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayMissed:
+    """`convtap mock --replay` had no recorded answer for a flow's request (`replay_miss`)."""
+
+    flow_id: str
+    message: str
+
+
+def replay_miss(status: int | None, body: Any) -> str | None:
+    """The message of a replay miss, when `body` (an error body, or a socket's error frame)
+    answering with `status` is one: a Responses error whose code is `replay_miss`, or an
+    f/conversation `detail` that begins with "replay miss"."""
+    if status != 400 or not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict) and error.get("code") == "replay_miss":
+        return str(error.get("message") or "replay miss")
+    detail = body.get("detail")
+    if isinstance(detail, str) and detail.startswith("replay miss"):
+        return detail
+    return None
+
+
+@dataclass(frozen=True, slots=True)
 class MessagesShown:
     """Message ids a conversation's stream showed."""
 
@@ -134,6 +157,7 @@ Happening = (
     Prepared
     | ConversationRequest
     | RequestRefused
+    | ReplayMissed
     | MessagesShown
     | CallMade
     | ClientCallsMade

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from convtap.launch.env import CertificateError, regular_env, reverse_env, write
 LISTENING = re.compile(r"proxy listening at [\d.]+:(\d+)")
 TRUST = re.compile(r"trust the CA for HTTPS: (.+?) \(or open")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+CA_WAIT = 30.0  # seconds mitmproxy may take to write a new CA once it listens
 
 
 class LaunchError(Exception):
@@ -51,6 +53,13 @@ class Recorder:
     ca: Path
     relay: threading.Thread
     said: list[str] = field(default_factory=list)
+
+    def wait_for_ca(self, timeout: float = CA_WAIT) -> None:
+        """mitmproxy writes a new CA just after it starts listening: until it is there (or the
+        recorder stopped, or `timeout` passed; then reading it says why)."""
+        deadline = time.monotonic() + timeout
+        while not self.ca.is_file() and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def stop(self) -> int:
         """Stop it as Ctrl-C does and wait until it has recorded everything; its status."""
@@ -115,6 +124,7 @@ def command_env(recorder: Recorder, upstream: str | None) -> Iterator[dict[str, 
     if upstream is not None:
         yield reverse_env(os.environ, recorder.port)
         return
+    recorder.wait_for_ca()
     with tempfile.TemporaryDirectory(prefix="convtap-run-") as tmp:
         bundle = write_bundle(Path(tmp) / "ca-bundle.pem", recorder.ca)
         yield regular_env(os.environ, recorder.port, bundle)

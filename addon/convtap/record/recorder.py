@@ -18,9 +18,11 @@ from convtap.contract.happenings import (
     ConversationRequest,
     Happening,
     Prepared,
+    ReplayMissed,
     RequestRefused,
     SessionEnded,
     is_refusal,
+    replay_miss,
 )
 from convtap.journal.events import (
     BodyChunk,
@@ -194,6 +196,8 @@ class Recorder:
         parsed = None if streamed else parse_json(body)
         if state.kind == Endpoint.CONVERSATION and is_refusal(ev.status):
             self.audit(RequestRefused(ev.flow_id))
+        if (miss := replay_miss(ev.status, parsed)) is not None:  # `convtap mock --replay`'s
+            self.audit(ReplayMissed(ev.flow_id, miss))
         if state.kind == "conversation-get":
             self.conversation.nodes(ev.flow_id, parsed, ev.at)
         out = self.out

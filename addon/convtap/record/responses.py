@@ -17,7 +17,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.contract.happenings import ClientCallsMade, ResponsesRequest, SocketCreate
+from convtap.contract.happenings import (
+    ClientCallsMade,
+    ReplayMissed,
+    ResponsesRequest,
+    SocketCreate,
+    replay_miss,
+)
 from convtap.record.output import Output
 from convtap.redact.stream import Carrier, Keep, StreamRedaction
 from convtap.store.database import SOCKET_TURN
@@ -252,6 +258,8 @@ class ResponsesSide:
                 turn = waiting.pop() if streaming is not None else waiting.popleft()
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
                                 ended_at=at, outcome="error"))  # fmt: skip
+                if (miss := replay_miss(status, event)) is not None:
+                    out.audit(ReplayMissed(turn, miss))
             elif streaming is not None:
                 self._socket_turn_over(socket, lane, status, "error", at, event)
 

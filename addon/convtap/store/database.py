@@ -32,10 +32,12 @@ from convtap.contract.happenings import (
     Happening,
     MessagesShown,
     Prepared,
+    ReplayMissed,
     RequestRefused,
     ResponsesRequest,
     SocketTurn,
     is_refusal,
+    replay_miss,
 )
 from convtap.store.canned import APPLICATION_ID, is_capture
 from convtap.store.check import check_capture
@@ -670,6 +672,11 @@ def _shown(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterato
     yield MessagesShown(row["conversation_id"], (row["id"],))
 
 
+def _missed(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
+    if (miss := replay_miss(row["status"], loads_or_none(row["response_body"]))) is not None:
+        yield ReplayMissed(row["id"], miss)
+
+
 def _request_body(db: sqlite_utils.Database, rowid: int) -> Any:
     """A flow's request body, read once its turn comes (sorted with them, they filled memory)."""
     return db.execute("SELECT request_body FROM flows WHERE rowid = ?", (rowid,)).fetchone()[0]
@@ -687,6 +694,8 @@ _TIMELINE: list[
      "LEFT JOIN flows f ON f.id = c.turn_id", _called),
     ("SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, m.conversation_id "
      "FROM messages m LEFT JOIN flows f ON f.id = m.turn_id", _shown),
+    ("SELECT coalesce(ended_at, started_at) AS at, rowid AS rank, id, status, response_body "
+     "FROM flows WHERE status = 400 AND response_body LIKE '%replay_miss%'", _missed),
 ]  # fmt: skip
 
 

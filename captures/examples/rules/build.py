@@ -364,7 +364,25 @@ def responses_fixtures() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         "responses-tool-search": (r.session(r.request(), r.answer(search=bad_search)), good),
         "responses-tools-valid": (r.session(r.request([bad_tool]), r.answer()), good),
         "responses-call-unanswered": (r.session(r.request(), None), good),
+        "replay-miss": (replay_missed(r.session(r.request(), r.answer())), good),
     }
+
+
+def replay_missed(session: dict[str, Any]) -> dict[str, Any]:
+    """The session with its second request answered as `convtap mock --replay` answers a
+    request that nothing it recorded matches."""
+    missed = copy.deepcopy(session)
+    response = missed["log"]["entries"][1]["response"]
+    text = json.dumps({"error": {
+        "message": "replay miss: POST /v1/responses matches no recorded request left; the "
+        "nearest, #2 (POST /v1/responses, flow 0b9e7c1a-4f3d-4e2a-9c8b-7a6d5e4f3a2b), differs at "
+        "input[]{function_call_output}.output", "type": "invalid_request_error", "param": None,
+        "code": "replay_miss"}})  # fmt: skip
+    response.update(status=400, statusText="Bad Request")
+    response["headers"] = [{"name": "content-type", "value": "application/json"}]
+    response["content"] = {"size": len(text), "mimeType": "application/json", "text": text}
+    response["bodySize"] = len(text)
+    return missed
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ client team runs against `convtap record` + `convtap mock --scenario declared`.
     python agents_client.py BASE_URL {run|streamed} [--previous-response-id] [--conversation]
         [--websocket]
 
+BASE_URL `-` is the one in OPENAI_BASE_URL (what `convtap run --upstream` sets).
+
 With --conversation the run keeps its history in a server-side conversation (`conversation_id`:
 each request carries `conversation` and only its new items).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 from typing import Literal
@@ -102,6 +105,7 @@ async def main(
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], "--previous-response-id" in sys.argv,
+    base = os.environ["OPENAI_BASE_URL"] if sys.argv[1] == "-" else sys.argv[1]
+    asyncio.run(main(base, sys.argv[2], "--previous-response-id" in sys.argv,
                      "--websocket" in sys.argv,
                      "conv_agents" if "--conversation" in sys.argv else None))  # fmt: skip

@@ -5,6 +5,10 @@ of input content (text and an image) instead of a string; with --faulty, answeri
 with their item id (fc_...) instead of their call_id.
 
     python openai_client.py BASE_URL [--stream] [--previous] [--websocket] [--rich] [--faulty]
+        [--changed-tool]
+
+BASE_URL `-` is the one in OPENAI_BASE_URL (what `convtap run --upstream` sets); with
+--changed-tool, get_weather's parameters have one property more (a replayed capture misses).
 
 Prints one JSON line per call it ran ({"tool", "arguments"}) and {"final": text}.
 """
@@ -12,6 +16,7 @@ Prints one JSON line per call it ran ({"tool", "arguments"}) and {"final": text}
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -102,5 +107,9 @@ def run(client: OpenAI, connection: Any, stream: bool, previous: bool, rich: boo
 
 if __name__ == "__main__":
     flags = sys.argv[2:]
-    main(sys.argv[1], "--stream" in flags, "--previous" in flags, "--websocket" in flags,
+    if "--changed-tool" in flags:
+        TOOLS[0]["parameters"]["properties"]["country"] = {"type": "string"}
+        TOOLS[0]["parameters"]["required"].append("country")
+    base = os.environ["OPENAI_BASE_URL"] if sys.argv[1] == "-" else sys.argv[1]
+    main(base, "--stream" in flags, "--previous" in flags, "--websocket" in flags,
          "--rich" in flags, "--faulty" in flags)  # fmt: skip

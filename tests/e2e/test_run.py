@@ -1,0 +1,247 @@
+"""`convtap run -- COMMAND` around real clients, and `convtap mock --replay` of what it recorded.
+
+Each client runs through `convtap run` against `convtap mock --scenario declared`, then through
+`convtap run` again against `convtap mock --replay` of that capture: the same output, a clean
+audit, and `convtap diff` of the two captures shows no change. A client whose tool changed gets a
+replay miss naming the path, and the finding `replay-miss`, live and audited alike. Exit statuses,
+Ctrl-C and the regular proxy (curl over HTTPS, trusting the CA bundle `run` made) too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convtap.mock.server import MockServer
+
+from tests.e2e.test_clients import CLIENTS, clients_python
+from tests.harness import record
+from tests.runner import convtap
+
+CONVTAP = [sys.executable, "-m", "convtap.cli"]
+SUMMARY = re.compile(
+    r"convtap run: (\d+) calls, (\d+) outputs, findings: (\d+) error, (\d+) warning, (\d+) info;"
+    r" capture (.+)$",
+    re.M,
+)
+
+
+def convtap_run(
+    db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CONVTAP, "run", "--db", str(db), *args], capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+
+
+@contextmanager
+def replaying(capture: Path, *flags: str) -> Iterator[str]:
+    """`convtap mock --replay CAPTURE` on a free port; its URL."""
+    proc = subprocess.Popen([*CONVTAP, "mock", "--replay", str(capture), "--port", "0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"listening at (\S+)", line)
+    assert match is not None, line + (proc.stderr.read() if proc.stderr else "")
+    try:
+        yield match.group(1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+
+
+def client(script: str, *args: str) -> list[str]:
+    """A test client reading its base URL from OPENAI_BASE_URL (`-`)."""
+    return [str(clients_python()), str(CLIENTS / script), "-", *args]
+
+
+def said(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """The client's JSON lines (the summary line is not one)."""
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def summary(done: subprocess.CompletedProcess[str]) -> tuple[int, ...]:
+    found = SUMMARY.findall(done.stdout)
+    assert len(found) == 1, done.stdout + done.stderr
+    return tuple(int(n) for n in found[0][:5])
+
+
+def findings(db: Path) -> list[dict[str, Any]]:
+    done = convtap("audit", "--db", str(db), "--format", "json", "--fail-on", "never")
+    result: list[dict[str, Any]] = json.loads(done.stdout)["findings"]
+    return result
+
+
+def no_change(a: Path, b: Path) -> None:
+    done = convtap("diff", str(a), str(b), "--format", "json", "--fail-on", "any")
+    assert json.loads(done.stdout)["changes"] == [] and done.returncode == 0, done.stdout
+
+
+PING_TOOL = {"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}
+PING = {"model": "gpt-5.1", "input": "hi", "tools": [PING_TOOL]}
+JSON = "content-type: application/json"
+
+CLIENT_RUNS = [
+    ("openai_client.py", []),
+    ("openai_client.py", ["--stream"]),
+    ("openai_client.py", ["--stream", "--previous"]),
+    ("openai_client.py", ["--websocket", "--previous"]),
+    ("agents_client.py", ["run"]),
+    ("agents_client.py", ["streamed"]),
+    ("agents_client.py", ["run", "--websocket"]),
+]
+
+
+@pytest.mark.parametrize(("script", "flags"), CLIENT_RUNS, ids=lambda v: " ".join(v) or "json")
+def test_a_client_recorded_by_run_replays_to_the_same_end(
+    tmp_path: Path, script: str, flags: list[str]
+) -> None:
+    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
+    with MockServer("declared", seed=5) as mock:
+        first = convtap_run(recorded, "--upstream", mock.url, "--", *client(script, *flags))
+    assert first.returncode == 0, first.stderr[-3000:]
+    calls, outputs, errors, _, _ = summary(first)
+    assert calls == outputs == 2 and errors == 0
+    with replaying(recorded) as url:
+        second = convtap_run(replayed, "--upstream", url, "--", *client(script, *flags))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert said(second) == said(first) and any("final" in line for line in said(first))
+    assert summary(second) == summary(first)
+    assert [f for f in findings(replayed) if f["severity"] == "error"] == []
+    no_change(recorded, replayed)
+
+
+def test_a_changed_tool_definition_is_a_replay_miss_naming_its_path(tmp_path: Path) -> None:
+    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
+    with MockServer("declared", seed=5) as mock:
+        assert convtap_run(recorded, "--upstream", mock.url, "--",
+                           *client("openai_client.py", "--stream")).returncode == 0  # fmt: skip
+    with replaying(recorded) as url:
+        second = convtap_run(replayed, "--upstream", url, "--",
+                             *client("openai_client.py", "--stream", "--changed-tool"))  # fmt: skip
+    assert second.returncode == 1  # the client's own status: it was refused
+    assert "replay miss" in second.stderr and "tools[]{function}.parameters" in second.stderr
+    assert "country" not in second.stderr  # paths only: nothing of the tool's schema
+    assert summary(second)[2] == 1  # the finding, counted in the summary
+    missed = [f for f in findings(replayed) if f["rule"] == "replay-miss"]
+    assert len(missed) == 1 and "tools[]{function}.parameters" in missed[0]["message"]
+
+
+@pytest.mark.parametrize("flags", [["--stream"], ["--websocket", "--previous"]], ids=str)
+def test_a_replay_miss_is_the_same_finding_live_and_audited(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    """Recorded through `convtap record`: the finding the recorder made live is the one
+    `convtap audit` makes from the capture (over HTTP, and over WebSocket mode's error frame)."""
+    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
+    with MockServer("declared", seed=5) as mock:
+        assert convtap_run(recorded, "--upstream", mock.url, "--",
+                           *client("openai_client.py", *flags)).returncode == 0  # fmt: skip
+    with replaying(recorded) as url, record(replayed, int(url.rsplit(":", 1)[1]), tmp_path) as rec:
+        env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{rec.port}/v1"}
+        done = subprocess.run(client("openai_client.py", *flags, "--changed-tool"), env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        rec.proc.send_signal(signal.SIGINT)
+        rec.wait(120)
+    assert done.returncode != 0 and "replay miss" in done.stderr
+    with sqlite3.connect(replayed) as conn:
+        live = conn.execute("SELECT rule, message FROM findings ORDER BY rule").fetchall()
+    audited = sorted((f["rule"], f["message"]) for f in findings(replayed))
+    assert ("replay-miss" in {rule for rule, _ in live}) and audited == sorted(live)
+
+
+def test_curl_through_the_regular_proxy_over_https_then_replayed(tmp_path: Path) -> None:
+    """No --upstream: curl finds the proxy in https_proxy and trusts it through CURL_CA_BUNDLE
+    (the system's CAs and mitmproxy's); the mock's own CA is trusted by mitmproxy (its
+    config.yaml). The replay answers curl with the same JSON."""
+    home = tmp_path / "home"
+    (home / ".mitmproxy").mkdir(parents=True)
+    body = json.dumps(PING)
+    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
+    with MockServer("declared", seed=5, tls=True) as mock:
+        assert mock.cert_file is not None
+        (home / ".mitmproxy" / "config.yaml").write_text(
+            f"ssl_verify_upstream_trusted_ca: {mock.cert_file}\n")  # fmt: skip
+        env = {**os.environ, "HOME": str(home)}
+        env.pop("NO_PROXY", None)
+        env.pop("no_proxy", None)
+        first = convtap_run(recorded, "--", "curl", "-sS", f"{mock.url}/v1/responses", "-H",
+                            "content-type: application/json", "-d", body, env=env)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    answer = first.stdout.split("convtap run:")[0]
+    assert json.loads(answer)["output"][0]["name"] == "ping"
+    assert summary(first)[:2] == (1, 0)
+    with replaying(recorded) as url:
+        script = f'curl -sS "$CONVTAP_BASE_URL/v1/responses" -H "{JSON}" -d "$BODY"'
+        second = convtap_run(replayed, "--upstream", url, "--", "sh", "-c", script,
+                             env={**os.environ, "BODY": body})  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    # the JSON as the capture stores it (its keys sorted, compact): the same value
+    assert json.loads(second.stdout.split("convtap run:")[0]) == json.loads(answer)
+    no_change(recorded, replayed)
+
+
+def test_the_exit_status_is_the_commands_else_the_findings(tmp_path: Path) -> None:
+    """A call left unanswered is a warning: --fail-on decides; a failing command's status wins."""
+    db = tmp_path / "capture.db"
+    body = json.dumps(PING)
+    post = f'curl -sS -o /dev/null "$OPENAI_BASE_URL/responses" -H "{JSON}" -d "$BODY"'
+    env = {**os.environ, "BODY": body}
+    with MockServer("declared", seed=5) as mock:
+        warned = convtap_run(db, "--upstream", mock.url, "--", "sh", "-c", post, env=env)
+        assert warned.returncode == 0 and summary(warned)[3] == 1, warned.stderr
+        strict = convtap_run(db, "--upstream", mock.url, "--fail-on", "warning", "--", "true")
+        assert strict.returncode == 1
+        never = convtap_run(db, "--upstream", mock.url, "--fail-on", "never", "--", "true")
+        assert never.returncode == 0
+        failed = convtap_run(db, "--upstream", mock.url, "--fail-on", "warning", "--", "sh", "-c",
+                             f"{post}; exit 3", env=env)  # fmt: skip
+        assert failed.returncode == 3 and summary(failed)[3] == 2
+
+
+CTRL_C_CLIENT = """
+import json, os, signal, sys, time, urllib.request
+got = []
+signal.signal(signal.SIGINT, lambda *a: got.append(a[0]))
+def post():
+    body = {"model": "gpt-5.1", "input": "hi", "tools": [
+        {"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}]}
+    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/responses",
+        data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    urllib.request.urlopen(request).read()
+post()
+print("ready", flush=True)
+while not got:
+    time.sleep(0.05)
+post()
+print("interrupted", flush=True)
+sys.exit(130)
+"""
+
+
+def test_ctrl_c_goes_to_the_command_and_nothing_is_lost(tmp_path: Path) -> None:
+    """SIGINT to `convtap run` reaches COMMAND, which makes one more request on its way out:
+    both are in the capture, and run exits with COMMAND's status."""
+    db = tmp_path / "capture.db"
+    with MockServer("declared", seed=5) as mock:
+        proc = subprocess.Popen([*CONVTAP, "run", "--db", str(db), "--upstream", mock.url, "--",
+                                 sys.executable, "-c", CTRL_C_CLIENT], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in out
+    assert SUMMARY.search(out) is not None and SUMMARY.findall(out)[0][0] == "2"
+    calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
+    assert [c["tool"] for c in calls] == ["ping", "ping"]
