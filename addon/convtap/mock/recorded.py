@@ -7,10 +7,12 @@ with the server frames that followed it up to the next one. A request is matched
 path (its query left out) and content, leaving out what a client mints per run (`VOLATILE`:
 message ids, times, challenges and tokens; headers are not compared at all) and taking a
 redacted secret's placeholder for whatever the client sent there. Each exchange answers once,
-the first one left that matches, so that a session replays in order (once every exchange has
-answered, the next request that matches one starts the session over); a request no exchange left
-matches is a `Miss`, which names the nearest recorded request and the paths where it differs
-(paths as `convtap diff` writes them: never a value, user data named only by its root).
+the first one left that matches (or the next one left, when the request differs from it only in
+what the client's tools returned: a command's timing, an id a tool made up), so that a session
+replays in order (once every exchange has answered, the next request that matches one starts
+the session over); a request no exchange left matches is a `Miss`, which names the nearest
+recorded request and the paths where it differs (paths as `convtap diff` writes them: never a
+value, user data named only by its root).
 """
 
 from __future__ import annotations
@@ -29,16 +31,19 @@ from convtap.store.database import (
     open_readonly,
 )
 from convtap.wire.jsonvalue import loads_or_none
-from convtap.wire.session import SOCKETS, STREAMED
+from convtap.wire.session import SOCKETS, STREAMED, Endpoint
 
 # Keys whose values a client mints per run, left out wherever they are: f/conversation's
 # message times, its one-time challenges and proof of work, tokens, the socket's request ids,
-# the Codex CLI's per-session cache key. (An f/conversation message's own `id` is one too: see
-# `_without_volatile`.)
+# the Codex CLI's per-session cache key and client metadata (thread, turn and window ids). The id
+# of a message the client writes is one too: see `_without_volatile`.
 VOLATILE = frozenset({
     "create_time", "update_time", "timestamp", "app_attest_challenge", "proofofwork",
     "websocket_request_id", "prompt_cache_key", "conduit_token", "proof_token", "turnstile_token",
+    "client_metadata",
 })  # fmt: skip
+# The roles whose Responses input messages the client writes, and may give ids of its own.
+CLIENT_ROLES = frozenset({"user", "developer", "system"})
 PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]+>")
 # Response headers not replayed: the transport's own (the body is sent as it was decoded).
 DROPPED = frozenset({"content-length", "transfer-encoding", "content-encoding", "connection",
@@ -75,6 +80,7 @@ class Socket:
     """A recorded socket: what the server sent before the client's first frame."""
 
     path: str
+    kind: str
     greeting: list[Piece]
     opened: bool = False
 
@@ -107,6 +113,10 @@ class Recording:
             if not exchange.used and not _differing(exchange, body):
                 exchange.used = True
                 return exchange
+        following = next((e for e in candidates if not e.used), None)
+        if following is not None and not _differing(following, body, loose=True):
+            following.used = True  # the next one, but for what the client's tools returned
+            return following
         if all(e.used for e in self.exchanges) and any(not _differing(e, body) for e in candidates):
             for exchange in self.exchanges:  # the whole session was replayed: play it again
                 exchange.used = False
@@ -122,6 +132,10 @@ class Recording:
                 socket.opened = True
                 return socket.greeting
         return where[-1].greeting if where else []
+
+    def user_socket(self) -> str | None:
+        """The path of the first recorded user socket (f/conversation's WebSocket handoff)."""
+        return next((s.path for s in self.sockets if s.kind == Endpoint.WEBSOCKET), None)
 
 
 def load(path: Path) -> Recording:
@@ -164,7 +178,7 @@ def _exchange(flow: dict[str, Any], events: list[dict[str, Any]], number: int) -
 def _socket(flow: dict[str, Any], events: list[dict[str, Any]], into: list[Exchange]) -> Socket:
     """A socket's frames: its greeting, and an exchange per client frame."""
     path = request_path(flow["path"] or "/")
-    socket = Socket(path, [])
+    socket = Socket(path, flow["kind"], [])
     current: Exchange | None = None
     previous = flow["started_at"] or 0.0
     for event in events:
@@ -189,7 +203,10 @@ def _json(text: str | None) -> Any:
 def _without_volatile(value: Any) -> Any:
     """A request's content with what a client mints per run left out (`VOLATILE`)."""
     if isinstance(value, dict):
-        message = isinstance(value.get("author"), dict)  # an f/conversation message: its id
+        # the client's own message: on f/conversation (it has an author), a Responses input
+        # message of the client's roles, or an output item it sends
+        message = isinstance(value.get("author"), dict) or value.get("role") in CLIENT_ROLES
+        message = message or str(value.get("type", "")).endswith("_output")  # its output item
         return {k: _without_volatile(v) for k, v in value.items()
                 if k not in VOLATILE and not (message and k == "id")}  # fmt: skip
     if isinstance(value, list):
@@ -198,7 +215,10 @@ def _without_volatile(value: Any) -> Any:
 
 
 def same_scalar(recorded: Any, live: Any) -> bool:
-    """A recorded value and a live one alike: a placeholder stands for any text."""
+    """A recorded value and a live one alike: a placeholder stands for any text (a whole value
+    redacted, for any value)."""
+    if isinstance(recorded, str) and PLACEHOLDER.fullmatch(recorded):
+        return True
     if isinstance(recorded, str) and isinstance(live, str) and "<redacted:" in recorded:
         pattern = ".+?".join(re.escape(part) for part in PLACEHOLDER.split(recorded))
         return re.fullmatch(pattern, live, re.DOTALL) is not None
@@ -209,12 +229,27 @@ def same_scalar(recorded: Any, live: Any) -> bool:
     return type(recorded) is type(live) and bool(recorded == live)
 
 
-def _differing(exchange: Exchange, body: Any) -> list[str]:
-    kind = (
-        "request:responses" if exchange.kind.startswith("responses") else f"request:{exchange.kind}"
-    )
+def _without_outputs(value: Any) -> Any:
+    """A request without what the client's tools returned: the `output` of its output items,
+    the content of its f/conversation tool messages."""
+    if isinstance(value, dict):
+        tool = isinstance(value.get("author"), dict) and value["author"].get("role") == "tool"
+        output = str(value.get("type", "")).endswith("_output")
+        return {k: None if (output and k == "output") or (tool and k == "content")
+                else _without_outputs(v) for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [_without_outputs(v) for v in value]
+    return value
+
+
+def _differing(exchange: Exchange, body: Any, *, loose: bool = False) -> list[str]:
+    """The paths where `body` differs from what `exchange` recorded (`loose`: but for what the
+    client's tools returned)."""
+    protocol = "responses" if exchange.kind.startswith("responses") else exchange.kind
     recorded, live = _without_volatile(exchange.body), _without_volatile(body)
-    return list(dict.fromkeys(differences(kind, recorded, live, same_scalar)))
+    if loose:
+        recorded, live = _without_outputs(recorded), _without_outputs(live)
+    return list(dict.fromkeys(differences(f"request:{protocol}", recorded, live, same_scalar)))
 
 
 def _miss_message(
@@ -224,8 +259,9 @@ def _miss_message(
     pool = candidates or [e for e in every if e.method == method]
     if not pool:
         return f"{what}: the capture holds no {method} request to answer it with"
-    scored = [(len(d), not e.used, e, d) for e in pool for d in [_differing(e, body)]]
-    _, _, nearest, paths = min(scored, key=lambda s: (s[0], not s[1], s[2].number))
+    left = [e for e in pool if not e.used] or pool  # the nearest of those that may still answer
+    scored = [(len(d), e.number, e, d) for e in left for d in [_differing(e, body)]]
+    _, _, nearest, paths = min(scored, key=lambda s: (s[0], s[1]))
     name = f"#{nearest.number} ({nearest.method} {nearest.path}, flow {nearest.flow_id})"
     if not paths and nearest.path == path:
         return (f"{what}: the recorded request it matches, {name}, has answered already "

@@ -22,12 +22,13 @@ from tornado.netutil import bind_sockets
 from tornado.web import Application
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from convtap.mock.app import parse_body
+from convtap.mock.app import JsonErrors, parse_body
 from convtap.mock.recorded import Exchange, Miss, Piece, Recording, load
 from convtap.mock.responses_http import error_frame
 
 TIMINGS = ("fast", "recorded")
 MISS_CODE = "replay_miss"
+USER_SOCKET_URL = "/backend-api/celsius/ws/user"
 
 
 def is_conversation_path(path: str) -> bool:
@@ -44,7 +45,7 @@ def miss_body(path: str, miss: Miss) -> dict[str, Any]:
                       "code": MISS_CODE}}  # fmt: skip
 
 
-class ReplayHandler(WebSocketHandler):
+class ReplayHandler(WebSocketHandler, JsonErrors):
     """Any request: its recorded answer, or a miss; upgraded, a recorded socket."""
 
     def initialize(self, recording: Recording, timing: str) -> None:
@@ -76,12 +77,27 @@ class ReplayHandler(WebSocketHandler):
     async def _answer(self) -> None:
         method = self.request.method or "GET"
         found = self.recording.answer(method, self.request.path, parse_body(self.request.body))
+        if isinstance(found, Miss) and (url := self._user_socket_url()) is not None:
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"websocket_url": url}))
+            return
         if isinstance(found, Miss):
             self.set_status(400)
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(miss_body(self.request.path, found), ensure_ascii=False))
             return
         await self._send(found)
+
+    def _user_socket_url(self) -> str | None:
+        """`GET celsius/ws/user`, which a capture does not record: where the recorded user
+        socket is, on this server (its `verify` token is not checked)."""
+        if self.request.method != "GET" or self.request.path != USER_SOCKET_URL:
+            return None
+        path = self.recording.user_socket()
+        if path is None:
+            return None
+        scheme = "wss" if self.request.protocol == "https" else "ws"
+        return f"{scheme}://{self.request.host}{path}?verify=replay"
 
     async def _send(self, exchange: Exchange) -> None:
         self.set_status(exchange.status, None if exchange.status in _REASONS else "Recorded")
