@@ -245,3 +245,82 @@ def test_ctrl_c_goes_to_the_command_and_nothing_is_lost(tmp_path: Path) -> None:
     assert SUMMARY.search(out) is not None and SUMMARY.findall(out)[0][0] == "2"
     calls = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
     assert [c["tool"] for c in calls] == ["ping", "ping"]
+
+
+CODEX = """cd "$1" && exec "$2" exec --skip-git-repo-check -s read-only -m gpt-5.1 \\
+  -c model_provider=mock -c 'model_providers.mock.name="mock"' \\
+  -c "model_providers.mock.base_url=\\"$OPENAI_BASE_URL\\"" \\
+  -c 'model_providers.mock.wire_api="responses"' \\
+  -c 'model_providers.mock.env_key="OPENAI_API_KEY"' \\
+  $3 'say hi'
+"""
+
+
+@pytest.mark.parametrize("transport", ["http", "websocket"])
+def test_the_codex_cli_run_by_run_replays_to_the_same_end(tmp_path: Path, transport: str) -> None:
+    """`convtap run -- codex exec …` as docs/commands.md shows it (the base URL from
+    OPENAI_BASE_URL, through a shell), then against the replay: the same answer, no change."""
+    codex = clients_python().parent.parent / "codex" / "node_modules" / ".bin" / "codex"
+    if not codex.exists():
+        pytest.skip("the Codex CLI is not installed (make test installs it where npm is)")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    script = tmp_path / "codex.sh"
+    script.write_text(CODEX)
+    socket = "-c model_providers.mock.supports_websockets=true" if transport == "websocket" else ""
+    command = ["sh", str(script), str(tmp_path / "work"), str(codex), socket]
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "sk-test"}
+    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
+    with MockServer("declared", seed=5) as mock:
+        first = convtap_run(recorded, "--upstream", mock.url, "--", *command, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "every tool you declared was called once" in first.stdout
+    assert summary(first)[0] >= 3 and summary(first)[2] == 0
+    with replaying(recorded) as url:
+        second = convtap_run(replayed, "--upstream", url, "--", *command, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "every tool you declared was called once" in second.stdout
+    assert summary(second) == summary(first)
+    no_change(recorded, replayed)
+
+
+REF_CLIENT = """
+import json, os, sys
+from convtap.mock.refclient import RefClient
+proxy = os.environ.get("HTTP_PROXY")
+base = os.environ.get("CONVTAP_BASE_URL") or sys.argv[1]
+r = RefClient(base, proxy=None if "CONVTAP_BASE_URL" in os.environ else proxy).run()
+print(json.dumps({"tool": r.tool, "text": r.continuation_text, "accepted": r.accepted,
+                  "websocket": r.websocket, "resumes": r.resumes}))
+"""
+
+
+@pytest.mark.parametrize("scenario", ["alefita_way", "resume", "websocket"])
+def test_an_f_conversation_client_replays_its_legs_and_its_websocket(
+    tmp_path: Path, scenario: str
+) -> None:
+    """The reference client: prepare, sentinel, f/conversation, its resume leg, the WebSocket
+    handoff (through the regular proxy, which sees the user socket) and GET conversation/<id>."""
+    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
+    regular = scenario == "websocket"
+
+    def command(url: str) -> list[str]:
+        return [sys.executable, "-c", REF_CLIENT, url]
+
+    with MockServer(scenario, seed=3) as mock:
+        args = [] if regular else ["--upstream", mock.url]
+        first = convtap_run(recorded, *args, "--", *command(mock.url))
+    assert first.returncode == 0, first.stderr[-3000:]
+    (line,) = said(first)
+    assert (
+        line["accepted"]
+        and line["websocket"] == regular
+        and line["resumes"] == (scenario == "resume")
+    )
+    with replaying(recorded) as url:
+        args = [] if regular else ["--upstream", url]
+        second = convtap_run(replayed, *args, "--", *command(url))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert said(second) == said(first)
+    assert summary(second) == summary(first) and summary(first)[:3] == (1, 1, 0)
+    no_change(recorded, replayed)

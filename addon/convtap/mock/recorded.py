@@ -18,6 +18,7 @@ value, user data named only by its root).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import SOCKETS, STREAMED, Endpoint
 
@@ -49,6 +51,7 @@ PLACEHOLDER = re.compile(r"<redacted:[0-9a-f]+>")
 DROPPED = frozenset({"content-length", "transfer-encoding", "content-encoding", "connection",
                      "keep-alive", "date", "server"})  # fmt: skip
 SHOWN_PATHS = 8  # differing paths a miss names (then how many more)
+IDS_KEPT = 1000  # client ids remembered, to put back into what the server echoes
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,30 @@ class Recording:
     def __init__(self, exchanges: list[Exchange], sockets: list[Socket]) -> None:
         self.exchanges = exchanges
         self.sockets = sockets
+        self.ids: Bounded[str, str] = Bounded(IDS_KEPT)  # a recorded client id -> this run's
+
+    def translate(self, data: bytes | str) -> bytes | str:
+        """What the server sent, the ids the client minted in the recording replaced by those
+        it minted this time (the server echoes a message's id in its stream and its tree)."""
+        for recorded, live in self.ids.items():
+            if isinstance(data, bytes):
+                data = data.replace(recorded.encode(), live.encode())
+            else:
+                data = data.replace(recorded, live)
+        return data
 
     def answer(self, method: str, path: str, body: Any) -> Exchange | Miss:
         """The first exchange left that `method path body` matches (now used), or a miss."""
         where = request_path(path)
         candidates = [e for e in self.exchanges if e.method == method and e.path == where]
-        for exchange in candidates:
-            if not exchange.used and not _differing(exchange, body):
-                exchange.used = True
-                return exchange
+        found = next((e for e in candidates if not e.used and not _differing(e, body)), None)
         following = next((e for e in candidates if not e.used), None)
-        if following is not None and not _differing(following, body, loose=True):
-            following.used = True  # the next one, but for what the client's tools returned
-            return following
+        if found is None and following is not None and not _differing(following, body, loose=True):
+            found = following  # the next one, but for what the client's tools returned
+        if found is not None:
+            found.used = True
+            self.ids.update(_client_ids(found.body, body))
+            return found
         if all(e.used for e in self.exchanges) and any(not _differing(e, body) for e in candidates):
             for exchange in self.exchanges:  # the whole session was replayed: play it again
                 exchange.used = False
@@ -212,6 +226,22 @@ def _without_volatile(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_volatile(v) for v in value]
     return value
+
+
+def _client_ids(recorded: Any, live: Any) -> Iterator[tuple[str, str]]:
+    """The ids the client minted (`_without_volatile` leaves them out), recorded and live, in
+    two requests that matched: so at the same places."""
+    if isinstance(recorded, dict) and isinstance(live, dict):
+        mine = isinstance(recorded.get("author"), dict) or recorded.get("role") in CLIENT_ROLES
+        mine = mine or str(recorded.get("type", "")).endswith("_output")
+        old, new = recorded.get("id"), live.get("id")
+        if mine and isinstance(old, str) and isinstance(new, str) and old != new and len(old) >= 8:
+            yield old, new
+        for key in recorded.keys() & live.keys():
+            yield from _client_ids(recorded[key], live[key])
+    elif isinstance(recorded, list) and isinstance(live, list):
+        for x, y in zip(recorded, live, strict=False):
+            yield from _client_ids(x, y)
 
 
 def same_scalar(recorded: Any, live: Any) -> bool:

@@ -105,7 +105,8 @@ class ReplayHandler(WebSocketHandler, JsonErrors):
             self.add_header(name, value)
         for piece in exchange.pieces:
             await self._wait(piece)
-            self.write(piece.data if isinstance(piece.data, bytes) else piece.data.encode())
+            data = self.recording.translate(piece.data)
+            self.write(data if isinstance(data, bytes) else data.encode())
             if len(exchange.pieces) > 1:
                 await self.flush()
         self.finish()
@@ -134,7 +135,7 @@ class ReplayHandler(WebSocketHandler, JsonErrors):
             for piece in pieces:
                 await self._wait(piece)
                 with contextlib.suppress(WebSocketClosedError):
-                    await self.write_message(piece.data)
+                    await self.write_message(self.recording.translate(piece.data))
 
 
 _REASONS = frozenset({200, 201, 202, 204, 301, 302, 304, 400, 401, 403, 404, 405, 409, 413,
