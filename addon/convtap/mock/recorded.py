@@ -289,14 +289,19 @@ def _miss_message(
     pool = candidates or [e for e in every if e.method == method]
     if not pool:
         return f"{what}: the capture holds no {method} request to answer it with"
+    answered = next((e for e in pool if e.used and not _differing(e, body)), None)
+    if answered is not None:
+        return (f"{what}: the recorded request it matches, {_name(answered)}, has answered "
+                "already (each recorded request answers once)")  # fmt: skip
     left = [e for e in pool if not e.used] or pool  # the nearest of those that may still answer
     scored = [(len(d), e.number, e, d) for e in left for d in [_differing(e, body)]]
     _, _, nearest, paths = min(scored, key=lambda s: (s[0], s[1]))
-    name = f"#{nearest.number} ({nearest.method} {nearest.path}, flow {nearest.flow_id})"
-    if not paths and nearest.path == path:
-        return (f"{what}: the recorded request it matches, {name}, has answered already "
-                "(each recorded request answers once)")  # fmt: skip
+    name = _name(nearest)
     shown = ", ".join(paths[:SHOWN_PATHS])
     more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
     differs = f"differs at {shown}{more}" if paths else "differs only in its path"
     return f"{what} matches no recorded request left; the nearest, {name}, {differs}"
+
+
+def _name(exchange: Exchange) -> str:
+    return f"#{exchange.number} ({exchange.method} {exchange.path}, flow {exchange.flow_id})"

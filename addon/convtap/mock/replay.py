@@ -101,8 +101,11 @@ class ReplayHandler(WebSocketHandler, JsonErrors):
 
     async def _send(self, exchange: Exchange) -> None:
         self.set_status(exchange.status, None if exchange.status in _REASONS else "Recorded")
+        self.clear_header("Content-Type")  # tornado's own default: only what was recorded
+        seen: set[str] = set()
         for name, value in exchange.headers:
-            self.add_header(name, value)
+            (self.add_header if name.lower() in seen else self.set_header)(name, value)
+            seen.add(name.lower())
         for piece in exchange.pieces:
             await self._wait(piece)
             data = self.recording.translate(piece.data)
