@@ -182,6 +182,7 @@ def test_a_capture_that_cannot_be_replayed_is_one_line_and_exit_2(
     cases = [
         (["--replay", str(tmp_path / "missing.db")], "--replay: no database at"),
         (["--replay", str(text)], "is not a"),
+        (["--replay", str(tmp_path / "missing.har")], "--replay: "),
         (["--replay", str(empty)], "holds no request to replay"),
         (["--replay", str(capture), "--scenario", "plain"], "--scenario plays a scenario"),
         (["--replay", str(capture), "--lenient"], "--lenient plays a scenario"),

@@ -71,7 +71,8 @@ from convtap.cli.common import fail, host_unknown, main, port_in_use
     "capture",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="CAPTURE",
-    help="Serve the server's side recorded in CAPTURE instead of a scenario.",
+    help="Serve the server's side recorded in CAPTURE (a capture database, or any file "
+    "`convtap import` reads) instead of a scenario.",
 )
 @click.option(
     "--timing",
@@ -136,6 +137,7 @@ def replay(
     """`mock --replay`: what a scenario would change is refused (one line, exit 2)."""
     import tempfile
 
+    from convtap.ingest.readers import CaptureError
     from convtap.mock.recorded import ReplayError
     from convtap.mock.replay import run as run_replay
     from convtap.store.database import StoreError
@@ -150,7 +152,7 @@ def replay(
         cert_file = Path(tempfile.mkdtemp(prefix="convtap-mock-")) / "ca.pem"
     try:
         run_replay(host, port, capture, timing, tls=tls, cert_file=cert_file)
-    except (StoreError, ReplayError) as exc:
+    except (StoreError, ReplayError, CaptureError) as exc:
         fail(f"--replay: {exc}")
     except OSError as exc:
         fail(f"cannot serve: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))

@@ -153,9 +153,13 @@ def make_app(recording: Recording, timing: str) -> Application:
 def run(
     host: str, port: int, capture: Path, timing: str, *, tls: bool, cert_file: Path | None
 ) -> None:
-    """Serve the capture until SIGINT or SIGTERM; prints `convtap mock listening at <url>`
-    once listening. A capture that cannot be replayed raises before anything listens."""
-    recording = load(capture)
+    """Serve the capture (a database, or anything `convtap import` reads) until SIGINT or
+    SIGTERM; prints `convtap mock listening at <url>` once listening. A capture that cannot be
+    replayed raises before anything listens."""
+    from convtap.ingest.capture import as_database
+
+    with as_database(capture) as db:
+        recording = load(db)
     asyncio.run(_serve(recording, timing, host, port, tls, cert_file))
 
 
