@@ -324,3 +324,10 @@ def test_an_f_conversation_client_replays_its_legs_and_its_websocket(
     assert said(second) == said(first)
     assert summary(second) == summary(first) and summary(first)[:3] == (1, 1, 0)
     no_change(recorded, replayed)
+
+
+def test_web_serves_the_live_page_while_the_command_runs(tmp_path: Path) -> None:
+    done = convtap_run(tmp_path / "capture.db", "--web", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^Watch live: http://127\.0\.0\.1:\d+/\S+/$", done.stderr, re.M)
+    assert summary(done) == (0, 0, 0, 0, 0)
