@@ -108,16 +108,23 @@ class Recording:
         self.exchanges = exchanges
         self.sockets = sockets
         self.ids: Bounded[str, str] = Bounded(IDS_KEPT)  # a recorded client id -> this run's
+        self._pattern: re.Pattern[str] | None = None  # the ids as one pattern, made on use
 
     def translate(self, data: bytes | str) -> bytes | str:
         """What the server sent, the ids the client minted in the recording replaced by those
         it minted this time (the server echoes a message's id in its stream and its tree)."""
-        for recorded, live in self.ids.items():
-            if isinstance(data, bytes):
-                data = data.replace(recorded.encode(), live.encode())
-            else:
-                data = data.replace(recorded, live)
-        return data
+        if not self.ids:
+            return data
+        if self._pattern is None:
+            ids = sorted(self.ids, key=len, reverse=True)  # the longest first
+            self._pattern = re.compile("|".join(map(re.escape, ids)))
+        pattern = self._pattern
+        if isinstance(data, bytes):
+            text = data.decode("utf-8", "surrogateescape")
+            return pattern.sub(lambda m: self.ids[m.group(0)], text).encode(
+                "utf-8", "surrogateescape"
+            )
+        return pattern.sub(lambda m: self.ids[m.group(0)], data)
 
     def answer(self, method: str, path: str, body: Any) -> Exchange | Miss:
         """The first exchange left that `method path body` matches (now used), or a miss."""
@@ -129,7 +136,10 @@ class Recording:
             found = following  # the next one, but for what the client's tools returned
         if found is not None:
             found.used = True
-            self.ids.update(_client_ids(found.body, body))
+            learned = dict(_client_ids(found.body, body))
+            if learned:
+                self.ids.update(learned)
+                self._pattern = None
             return found
         if all(e.used for e in self.exchanges) and any(not _differing(e, body) for e in candidates):
             for exchange in self.exchanges:  # the whole session was replayed: play it again
