@@ -158,7 +158,7 @@ def test_the_replay_server_sends_the_recorded_bytes_and_a_miss_as_the_api_refuse
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["run"], "Missing argument 'COMMAND...'"),
+        (["run"], "Missing argument '-- COMMAND [ARG]...'"),
         (["run", "--", "no-such-command-here"], "no-such-command-here: command not found"),
         (["run", "--", "./no/such/file"], "./no/such/file: no such file"),
         (["run", "--upstream", "nowhere", "--", "true"], "--upstream nowhere: not a URL"),

@@ -27,7 +27,9 @@ from convtap.cli.common import db_option, fail, main, say
     help="Exit 1 when a finding is at least this severe (and COMMAND exited 0).",
 )
 @click.option("--web", is_flag=True, help="Serve the report live on 127.0.0.1 (`convtap serve`).")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument(
+    "command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARG]..."
+)
 def run(db: Path, upstream: str | None, fail_on: str, web: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with its clients recorded into --db, then sum up the capture in one line.
 

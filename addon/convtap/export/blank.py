@@ -15,7 +15,8 @@ Kept:
   signature's `required`, the enumerations of the Responses API's `Tool` union, ...);
 - strings that are ids by their look (a UUID, `fc_…`, `call_…`, `resp_…` with a digit in it, a
   long hex string) and redaction placeholders `<redacted:…>` (also inside replaced text);
-- event names, `[DONE]`, the `delta_encoding` value, SSE comments.
+- event names, `[DONE]`, the `delta_encoding` value, SSE comments;
+- an API error's `code` (`error.code`, a snake_case identifier such as `replay_miss`).
 
 Replaced: every other string: message `content.parts`, titles, user, system and assistant text,
 tool descriptions, error messages. A tool call's arguments and a tool's result are JSON text
@@ -158,9 +159,23 @@ def shape_object(obj: dict[str, JSON], *, code: bool) -> dict[str, JSON]:
             out[key] = shape_json_text(item)
         elif key == "arguments":  # a client call's arguments as an object (tool_search_call)
             out[key] = _shape_tool_data(item)
+        elif key == "error" and isinstance(item, dict):  # an API error: its code is an enum
+            out[key] = _error(item)
         else:
             out[key] = shape_value(item)
     return out
+
+
+def _error(error: dict[str, JSON]) -> dict[str, JSON]:
+    """An API error's object (`{"message", "type", "param", "code"}`), its words replaced but
+    its `code` (`replay_miss`, `previous_response_not_found`: what the audit reads)."""
+    shaped = shape_object(error, code=False)
+    if isinstance(code := error.get("code"), str) and _ERROR_CODE.fullmatch(code):
+        shaped["code"] = code
+    return shaped
+
+
+_ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def _is_tool_text(key: str, text: str, code: bool) -> bool:

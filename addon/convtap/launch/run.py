@@ -87,16 +87,21 @@ def start_recorder(db: Path, upstream: str | None, web: bool, out: IO[str]) -> R
     assert proc.stdout is not None
     lines: list[str] = []
     port = ca = None
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("Watch live:"):
-            out.write(line)
-        if (match := LISTENING.search(line)) is not None:
-            port = int(match.group(1))
-        if (match := TRUST.search(line)) is not None:
-            ca = Path(match.group(1))
-        if port is not None and ca is not None:
-            break
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Watch live:"):
+                out.write(line)
+            if (match := LISTENING.search(line)) is not None:
+                port = int(match.group(1))
+            if (match := TRUST.search(line)) is not None:
+                ca = Path(match.group(1))
+            if port is not None and ca is not None:
+                break
+    except BaseException:  # Ctrl-C while it starts: its group never sees the terminal's
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        raise
     if port is None or ca is None:
         status = proc.wait()
         said = [line.strip() for line in lines if line.strip()]
