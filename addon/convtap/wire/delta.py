@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from convtap.vocab import DecodeErrorKind
 from convtap.wire.bounded import Kept
 from convtap.wire.events import (
     ControlEvent,
@@ -140,7 +141,7 @@ class DeltaDecoder:
         self.handoff: dict[str, JSON] | None = None  # the last stream_handoff event
         self._messages: dict[str, dict[str, JSON]] = {}
         self._status: dict[str, JSON] = {}
-        self._bounds_hit: set[str] = set()
+        self._bounds_hit: set[DecodeErrorKind] = set()
         self._changed = False  # the `feed_all` under way changed a message
         self.reset_state()
 
@@ -296,7 +297,7 @@ class DeltaDecoder:
             if self._pending_size <= MAX_STRING:
                 pending[2].append(value)
             elif not found:
-                found = self._bound(index + n, "value-too-large", TOO_LARGE)
+                found = self._bound(index + n, DecodeErrorKind.VALUE_TOO_LARGE, TOO_LARGE)
         return found
 
     def _feed_one(self, event: SSEEvent) -> Sequence[DecoderEvent]:
@@ -309,28 +310,32 @@ class DeltaDecoder:
         self.event_count += 1
         if event.event == OVERSIZED:  # the framing's bound: not kept, reported
             detail = f"an event of {data} bytes, over the limit; the stream goes on after it"
-            return self.record_error(index, "event-too-large", detail)
+            return self.record_error(index, DecodeErrorKind.EVENT_TOO_LARGE, detail)
         try:
             obj = loads(data)
         except ValueError as exc:
-            return self.record_error(index, "malformed-json", f"{event.event} event: {exc}")
+            return self.record_error(
+                index, DecodeErrorKind.MALFORMED_JSON, f"{event.event} event: {exc}"
+            )
         if event.event == "delta":  # rule 1: only `delta` events are deltas
             if type(obj) is not dict:
-                return self.record_error(index, "invalid-delta", "a delta must be a JSON object")
+                return self.record_error(
+                    index, DecodeErrorKind.INVALID_DELTA, "a delta must be a JSON object"
+                )
             if self._pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
                 return self._extend(index, [obj["v"]])  # rule 2: a bare frame
             return self._delta(index, obj)
         if event.event == "delta_encoding":
             if obj != "v1":
                 detail = f"unknown delta encoding {obj!r}"
-                return self.record_error(index, "unknown-encoding", detail)
+                return self.record_error(index, DecodeErrorKind.UNKNOWN_ENCODING, detail)
             self.encoding = "v1"
             self._flush()
             self.reset_state()
             return _NONE
         if type(obj) is not dict:
             detail = f"a {event.event} event that is not a JSON object: {excerpt(data, 80)}"
-            return self.record_error(index, "unexpected-value", detail)
+            return self.record_error(index, DecodeErrorKind.UNEXPECTED_VALUE, detail)
         return self._object(obj)
 
     # -- non-delta events (rules 7 and 9) -------------------------------------------------------
@@ -367,7 +372,7 @@ class DeltaDecoder:
         status = message.get("status")
         known = mid in self._messages
         if not known and len(self._messages) >= MAX_MESSAGES:
-            return self._bound(self.event_index - 1, "too-many-messages",
+            return self._bound(self.event_index - 1, DecodeErrorKind.TOO_MANY_MESSAGES,
                                f"more than {MAX_MESSAGES} messages in one turn; the rest are "
                                "kept in the raw events only")  # fmt: skip
         self._messages[mid] = message
@@ -377,14 +382,14 @@ class DeltaDecoder:
         self._changed = True
         return [MessageChanged(message)]
 
-    def _bound(self, index: int, kind: str, detail: str) -> Sequence[DecoderEvent]:
+    def _bound(self, index: int, kind: DecodeErrorKind, detail: str) -> Sequence[DecoderEvent]:
         """A bound reached: one decode error the first time, nothing after."""
         if kind in self._bounds_hit:
             return _NONE
         self._bounds_hit.add(kind)
         return self.record_error(index, kind, detail)
 
-    def record_error(self, index: int, kind: str, detail: str) -> list[DecoderEvent]:
+    def record_error(self, index: int, kind: DecodeErrorKind, detail: str) -> list[DecoderEvent]:
         error = DecodeError(index, kind, detail)
         self.errors.append(error)
         return [error]
@@ -426,7 +431,7 @@ class DeltaDecoder:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
             if self.sources is not None:
                 self.sources.refused(index, delta)
-            return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")
+            return self.record_error(index, DecodeErrorKind.INVALID_DELTA, f"{o} {p!r}: {exc}")
         self._record = (c, p, o)
         root = self._roots.get(c)
         if not isinstance(root, dict):

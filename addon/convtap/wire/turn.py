@@ -12,13 +12,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from convtap.vocab import CallKind, DecodeErrorKind, Protocol
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import SSEParser
 from convtap.wire.wsturn import TurnTopicAssembler
 
-PROTOCOL = "f-conversation"
+PROTOCOL = Protocol.CONVERSATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class ToolCall:
 
     call_id: str  # the message id: the stream carries no other
     recipient: str
-    kind: str  # local | functions | builtin
+    kind: CallKind
     tool: str
     arguments: dict[str, Any] | None
     arguments_text: str
@@ -42,8 +43,8 @@ def tool_call(message: dict[str, Any]) -> ToolCall | None:
         return None
     if not isinstance(author, dict) or author.get("role") != "assistant":
         return None
-    kind, tool = "builtin", recipient
-    for prefix, name in (("local.", "local"), ("functions.", "functions")):
+    kind, tool = CallKind.BUILTIN, recipient
+    for prefix, name in (("local.", CallKind.LOCAL), ("functions.", CallKind.FUNCTIONS)):
         if recipient.startswith(prefix):
             kind, tool = name, recipient[len(prefix) :]
     text = message_text(message)
@@ -151,7 +152,9 @@ class TurnDecoder:
         found = decoder.feed_all(block.events)
         for position in block.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
             found += decoder.record_error(
-                first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
+                first + position,
+                DecodeErrorKind.INVALID_UTF8,
+                "bytes that are not UTF-8 (read as U+FFFD)",
             )
         return Decoded(found, block.text, block.events, first, decoder.strings(),
                        block.unread_lines, block.unread_text)  # fmt: skip
@@ -171,7 +174,7 @@ class TurnDecoder:
             self._decoder.reset_state()  # docs/protocol.md: decoded "with a fresh decoder"
         decoded = self.feed(self._ws.feed(frame).encode())
         for detail in self._ws.errors:
-            decoded.events.extend(self._decoder.record_error(-1, "ws-frame", detail))
+            decoded.events.extend(self._decoder.record_error(-1, DecodeErrorKind.WS_FRAME, detail))
         self._ws.errors.clear()  # told: the decoder keeps (and bounds) them
         return decoded
 
