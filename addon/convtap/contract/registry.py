@@ -16,7 +16,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-SEVERITIES = ("error", "warning", "info")
+from convtap.vocab import Severity
+
+SEVERITIES = tuple(Severity)  # most severe first
 
 
 MISSING = "<missing>"  # how evidence says a key was absent (a JSON string: evidence is JSON)
@@ -25,7 +27,7 @@ MISSING = "<missing>"  # how evidence says a key was absent (a JSON string: evid
 @dataclass(frozen=True)
 class Rule:
     id: str
-    severity: str
+    severity: Severity
     summary: str
     seed: str  # the passage of docs/protocol.md the rule comes from (the field keeps its name)
     explanation: str
@@ -39,7 +41,12 @@ def registry() -> dict[str, Rule]:
     """Every rule by id, in report order."""
     text = resources.files("convtap.contract").joinpath("rules.toml").read_text(encoding="utf-8")
     rules = tomllib.loads(text)["rule"]
-    return {r["id"]: Rule(**{**r, "marks": tuple(r.get("marks", ()))}) for r in rules}
+    return {
+        r["id"]: Rule(
+            **{**r, "severity": Severity(r["severity"]), "marks": tuple(r.get("marks", ()))}
+        )
+        for r in rules
+    }
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,7 @@ class Where:
 @dataclass(frozen=True)
 class Finding:
     rule: str
-    severity: str
+    severity: Severity
     message: str
     conversation_id: str | None = None
     call_id: str | None = None

@@ -15,6 +15,7 @@ from convtap.contract.registry import Finding
 from convtap.redact.redactor import Redactor
 from convtap.store.database import FAILURE_KEPT
 from convtap.store.rows import EventRow, FindingRow, FlowRow, Row
+from convtap.vocab import RawKind
 
 FAILURE_READ = 20_000  # characters of it searched for secrets (more than any kept one spans)
 
@@ -43,7 +44,7 @@ class RowSink:
         return seq
 
     def raw(
-        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None
+        self, flow_id: str, at: float, event: RawKind, count: int, data: str, seq: int | None = None
     ) -> None:
         """One row of raw events, in the flow's order (at `seq` when it was reserved): an SSE
         chunk's completed events (as the SSE text that `reprocess` feeds to the decoder again)
@@ -103,7 +104,7 @@ class Output:
         return self.rows.reserve(flow_id)
 
     def raw(
-        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None
+        self, flow_id: str, at: float, event: RawKind, count: int, data: str, seq: int | None = None
     ) -> None:
         self.rows.raw(flow_id, at, event, count, data, seq)
 

@@ -59,8 +59,9 @@ from convtap.store.schema import (
     SCHEMA_VERSION,
     TABLES,
 )
+from convtap.vocab import CallKind, Endpoint, Protocol, Source, sql
 from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_exact, loads_or_none
-from convtap.wire.session import Endpoint, read_turn_request
+from convtap.wire.session import read_turn_request
 
 
 class StoreFull(StoreError):
@@ -607,7 +608,7 @@ def flow_ids(db: sqlite_utils.Database) -> set[str]:
 # `flows.source` of a Responses API turn made over a WebSocket (one `response.create` and the
 # response that answers it): derived from the socket flow's frames, never replayed or exported
 # by itself.
-SOCKET_TURN = "socket"
+SOCKET_TURN = Source.SOCKET
 
 
 def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
@@ -658,7 +659,7 @@ def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Ite
 
 
 def _called(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
-    if row["protocol"] == "responses":
+    if row["protocol"] == Protocol.RESPONSES:
         call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
                 "name": row["tool"], "execution": "client"}  # fmt: skip
         yield ClientCallsMade(row["turn_id"], row["conversation_id"], (call,), at)
@@ -675,14 +676,18 @@ def _request_body(db: sqlite_utils.Database, rowid: int) -> Any:
     return db.execute("SELECT request_body FROM flows WHERE rowid = ?", (rowid,)).fetchone()[0]
 
 
+# The vocabulary's words as SQL literals.
+_PREPARE, _RESPONSES = sql(Endpoint.PREPARE), sql(Endpoint.RESPONSES)
+_REQUESTS = sql(Endpoint.CONVERSATION, Endpoint.RESPONSES)
+
 # The timeline's sources, in the order happenings of one instant and one flow come: each query
 # (its time `at` and the `rank` of the flow it belongs to) and what its rows stand for.
 _TIMELINE: list[
     tuple[str, Callable[[sqlite_utils.Database, float, dict[str, Any]], Iterator[Happening]]]
 ] = [
-    ("SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'", _prepared),
+    (f"SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = {_PREPARE}", _prepared),
     ("SELECT started_at AS at, rowid AS rank, id, kind, status, conversation_id, turn_id, "
-     "source, ended_at FROM flows WHERE kind IN ('conversation', 'responses')", _requested),
+     f"source, ended_at FROM flows WHERE kind IN ({_REQUESTS})", _requested),
     ("SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
      "LEFT JOIN flows f ON f.id = c.turn_id", _called),
     ("SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, m.conversation_id "
@@ -693,7 +698,8 @@ _TIMELINE: list[
 def call_from_row(row: dict[str, Any]) -> Call:
     arguments = loads_or_none(row["arguments"])
     return Call(
-        call_id=row["call_id"], recipient=row["recipient"] or "", kind=row["kind"] or "builtin",
+        call_id=row["call_id"], recipient=row["recipient"] or "",
+        kind=row["kind"] or CallKind.BUILTIN,
         tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
         arguments_text=row["arguments_text"] or "", conversation_id=row["conversation_id"],
         turn_id=row["turn_id"], at=row["called_at"] or 0.0,
@@ -708,7 +714,7 @@ def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, 
                         "WHERE request_body IS NOT NULL"):  # fmt: skip
         yield "request", row
     for row in db.query("SELECT kind, response_body FROM flows "
-                        "WHERE response_body IS NOT NULL AND kind = 'responses'"):  # fmt: skip
+                        f"WHERE response_body IS NOT NULL AND kind = {_RESPONSES}"):  # fmt: skip
         yield "response", row  # a Responses answer not streamed: its JSON body
     # every column: what `message_value` and `event_text` read differs by schema
     for row in db.query("SELECT * FROM messages ORDER BY turn_id"):
