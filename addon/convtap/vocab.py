@@ -28,7 +28,7 @@ class Endpoint(StrEnum):
     RESPONSES_SOCKET = "responses-socket"  # GET …/responses upgraded: its WebSocket mode
 
 
-class Protocol(StrEnum):
+class WireProtocol(StrEnum):
     """Which protocol a call, a return or a decoded stream is of (`tool_calls.protocol`)."""
 
     CONVERSATION = "f-conversation"  # ChatGPT's f/conversation

@@ -22,7 +22,7 @@ from convtap.record.output import Output
 from convtap.redact.stream import Carrier, Keep, StreamRedaction
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.telemetry.cost import usage_row
-from convtap.vocab import RESPONSE_CREATE, CallKind, Outcome, Protocol, RawKind, Source
+from convtap.vocab import RESPONSE_CREATE, CallKind, Outcome, RawKind, Source, WireProtocol
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.provenance import Piece, Pieces, StringEvent
@@ -91,7 +91,7 @@ class ResponsesSide:
             if not isinstance(item, dict) or item.get("type") not in OUTPUTS:
                 continue
             out.put(ToolReturnRow(
-                id=f"{flow_id}:{n}", protocol=Protocol.RESPONSES, flow_id=flow_id,
+                id=f"{flow_id}:{n}", protocol=WireProtocol.RESPONSES, flow_id=flow_id,
                 conversation_id=previous if isinstance(previous, str) else None,
                 message_id=_text(item.get("id")), tool=item.get("type"),
                 body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
@@ -148,7 +148,7 @@ class ResponsesSide:
             if not call_id:
                 continue
             out.put(ToolCallRow(
-                call_id=call_id, protocol=Protocol.RESPONSES, turn_id=flow_id,
+                call_id=call_id, protocol=WireProtocol.RESPONSES, turn_id=flow_id,
                 conversation_id=response.response_id, recipient=call["type"], kind=CallKind.CLIENT,
                 tool=call["name"] or call["type"], arguments=out.redact.dumps(call["arguments"]),
                 arguments_text=out.redact.text(call["arguments_text"]), complete=1,

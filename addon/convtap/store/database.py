@@ -59,7 +59,7 @@ from convtap.store.schema import (
     SCHEMA_VERSION,
     TABLES,
 )
-from convtap.vocab import CallKind, Endpoint, Protocol, Source, sql
+from convtap.vocab import CallKind, Endpoint, Source, WireProtocol, sql
 from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_exact, loads_or_none
 from convtap.wire.session import read_turn_request
 
@@ -659,7 +659,7 @@ def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Ite
 
 
 def _called(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
-    if row["protocol"] == Protocol.RESPONSES:
+    if row["protocol"] == WireProtocol.RESPONSES:
         call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
                 "name": row["tool"], "execution": "client"}  # fmt: skip
         yield ClientCallsMade(row["turn_id"], row["conversation_id"], (call,), at)

@@ -14,14 +14,14 @@ from typing import Any
 
 import sqlite_utils
 
-from convtap.vocab import Endpoint, Protocol, RawKind, sql
+from convtap.vocab import Endpoint, RawKind, WireProtocol, sql
 
 # -- the summary and the lists ---------------------------------------------------------------
 
 
 # The vocabulary's words as SQL literals.
 _RESPONSES, _SSE = sql(Endpoint.RESPONSES), sql(RawKind.SSE)
-_BY_API = sql(Protocol.RESPONSES)  # a call's or a return's protocol
+_BY_API = sql(WireProtocol.RESPONSES)  # a call's or a return's protocol
 
 
 def summary_counts(capture: sqlite_utils.Database) -> dict[str, int]:

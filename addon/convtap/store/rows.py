@@ -16,10 +16,10 @@ from operator import attrgetter
 from typing import Any, ClassVar
 
 from convtap.store.schema import TABLES
-from convtap.vocab import CallKind, Endpoint, Outcome, Protocol, RawKind, Severity, Source
+from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source, WireProtocol
 
 # The vocabulary's words are stored as their text.
-_STORED_AS = {w.__name__: "str" for w in (CallKind, Endpoint, Outcome, Protocol, RawKind,
+_STORED_AS = {w.__name__: "str" for w in (CallKind, Endpoint, Outcome, WireProtocol, RawKind,
                                           Severity, Source)}  # fmt: skip
 
 
@@ -154,7 +154,7 @@ class MessageRow(Row):
 class ToolCallRow(Row):
     TABLE = "tool_calls"
     call_id: str
-    protocol: Protocol
+    protocol: WireProtocol
     turn_id: str
     conversation_id: str | None
     recipient: str | None
@@ -175,7 +175,7 @@ class ToolReturnRow(Row):
     TABLE = "tool_returns"
     FLOW = "flow_id"
     id: str
-    protocol: Protocol
+    protocol: WireProtocol
     flow_id: str
     conversation_id: str | None
     message_id: str | None

@@ -9,7 +9,7 @@ from typing import Any
 import sqlite_utils
 
 from convtap.store.compact import event_columns, message_without_text
-from convtap.vocab import Outcome, Protocol, sql
+from convtap.vocab import Outcome, WireProtocol, sql
 from convtap.wire.jsonvalue import dumps, loads_or_none
 from convtap.wire.turn import message_text
 
@@ -190,7 +190,7 @@ KEEP_ON_UPDATE = {
     "turns": {"started_at"},
 }
 
-_RESPONSES, _COMPLETE = sql(Protocol.RESPONSES), sql(Outcome.COMPLETE)
+_RESPONSES, _COMPLETE = sql(WireProtocol.RESPONSES), sql(Outcome.COMPLETE)
 CALL_LEDGER = f"""
 CREATE VIEW IF NOT EXISTS call_ledger AS
 SELECT c.call_id, c.protocol, c.tool, c.namespace, c.kind, c.recipient, c.conversation_id,

@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from convtap.vocab import DecodeErrorKind
+from convtap.vocab import DONE, MESSAGE_STREAM_COMPLETE, STREAM_HANDOFF, DecodeErrorKind
 from convtap.wire.bounded import Kept
 from convtap.wire.events import (
     ControlEvent,
@@ -56,7 +56,7 @@ class InvalidDelta(ValueError):
 
 _NONE: Sequence[DecoderEvent] = ()
 # Typed events that do more than being kept (`DeltaDecoder._object`).
-_OWN_WAY = frozenset({"stream_handoff", "message_stream_complete", "input_message"})
+_OWN_WAY = frozenset({STREAM_HANDOFF, MESSAGE_STREAM_COMPLETE, "input_message"})
 
 
 class _TypedRuns:
@@ -304,7 +304,7 @@ class DeltaDecoder:
         index = self.event_index
         self.event_index += 1
         data = event.data
-        if data == "[DONE]":  # rule 8
+        if data == DONE:  # rule 8
             self.done = True
             return [StreamDone()]
         self.event_count += 1
@@ -346,9 +346,9 @@ class DeltaDecoder:
         if isinstance(kind, str):
             self.events.append(obj)
             found.append(ControlEvent(obj))
-            if kind == "stream_handoff":
+            if kind == STREAM_HANDOFF:
                 self.handoff = obj
-            elif kind == "message_stream_complete":
+            elif kind == MESSAGE_STREAM_COMPLETE:
                 self.stream_complete = True
             elif kind == "input_message" and is_message(obj.get("input_message")):
                 found += self._register(obj["input_message"])  # a snapshot of the input

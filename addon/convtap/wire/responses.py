@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.vocab import DecodeErrorKind, Protocol
+from convtap.vocab import DONE, DecodeErrorKind, WireProtocol
 from convtap.wire.bounded import Bounded, Kept
 from convtap.wire.events import (
     ControlEvent,
@@ -29,7 +29,7 @@ from convtap.wire.jsonvalue import loads, loads_or_none
 from convtap.wire.provenance import Began, Ended, Piece, StringEvent
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
 
-PROTOCOL = Protocol.RESPONSES
+PROTOCOL = WireProtocol.RESPONSES
 CLIENT_CALLS = ("function_call", "custom_tool_call", "tool_search_call")
 
 # Every event type the Responses API streams (the official SDK's `ResponseStreamEvent` union,
@@ -195,7 +195,7 @@ class ResponsesDecoder:
         JSON)."""
         index = self.event_count
         self.event_count += 1
-        if event.data == "[DONE]":
+        if event.data == DONE:
             return None
         if event.event == OVERSIZED:
             detail = f"an event of {event.data} bytes, over the limit"

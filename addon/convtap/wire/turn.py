@@ -12,14 +12,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from convtap.vocab import CallKind, DecodeErrorKind, Protocol
+from convtap.vocab import CallKind, DecodeErrorKind, WireProtocol
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import SSEParser
 from convtap.wire.wsturn import TurnTopicAssembler
 
-PROTOCOL = Protocol.CONVERSATION
+PROTOCOL = WireProtocol.CONVERSATION
 
 
 @dataclass(frozen=True, slots=True)
