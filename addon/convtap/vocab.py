@@ -72,8 +72,8 @@ class Outcome(StrEnum):
 
 
 class DecodeErrorKind(StrEnum):
-    """What went wrong in a recorded decode error (`decode_errors.kind`; docs/protocol.md,
-    "Decode errors")."""
+    """What went wrong in a recorded decode error (the `kind` of each of `turns.errors`; listed
+    in docs/commands.md, "convtap decode")."""
 
     MALFORMED_JSON = "malformed-json"
     INVALID_DELTA = "invalid-delta"

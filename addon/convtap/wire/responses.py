@@ -28,6 +28,7 @@ from convtap.wire.events import (
 from convtap.wire.jsonvalue import loads, loads_or_none
 from convtap.wire.provenance import Began, Ended, Piece, StringEvent
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
+from convtap.wire.typed import item_errors
 
 PROTOCOL = WireProtocol.RESPONSES
 CLIENT_CALLS = ("function_call", "custom_tool_call", "tool_search_call")
@@ -224,6 +225,8 @@ class ResponsesDecoder:
         item = obj.get("item")
         if isinstance(item, dict) and isinstance(position, int):
             self._items[position] = item  # .added, then replaced by .done
+        if kind == "response.output_item.done" and isinstance(item, dict):
+            self._check(index, item, found)
         if kind.endswith("_arguments.delta") or kind.endswith("_input.delta"):
             key = str(obj.get("item_id") or position)
             deltas = self._arguments.get(key)
@@ -252,9 +255,19 @@ class ResponsesDecoder:
             value = loads(body.decode("utf-8", "replace"))
         except ValueError as exc:
             return [self._error(self.event_count, DecodeErrorKind.MALFORMED_JSON, str(exc))]
+        found: list[DecoderEvent] = []
         if isinstance(value, dict):
             self.response(value)
-        return []
+            output = value.get("output")
+            for item in output if isinstance(output, list) else ():
+                if isinstance(item, dict):
+                    self._check(self.event_count, item, found)
+        return found
+
+    def _check(self, index: int, item: dict[str, Any], found: list[DecoderEvent]) -> None:
+        """A finished item validated once against its model (`wire.typed`)."""
+        for detail in item_errors(item):
+            found.append(self._error(index, DecodeErrorKind.WRONG_TYPE, detail))
 
     def response(self, response: dict[str, Any], *, final: bool = True) -> None:
         """A response object (from an event, or a whole non-streamed JSON answer)."""

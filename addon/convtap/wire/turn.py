@@ -17,6 +17,7 @@ from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import SSEParser
+from convtap.wire.typed import message_errors
 from convtap.wire.wsturn import TurnTopicAssembler
 
 PROTOCOL = WireProtocol.CONVERSATION
@@ -140,6 +141,7 @@ class TurnDecoder:
         self._legs = 0
         self._parser: SSEParser | None = None
         self._ws: TurnTopicAssembler | None = None
+        self._checked: set[str] = set()  # finished messages validated (bounded as messages are)
 
     def feed(self, chunk: bytes) -> Decoded:
         """Bytes of the current HTTP leg (a new leg starts after `end_leg`)."""
@@ -160,11 +162,27 @@ class TurnDecoder:
                        block.unread_lines, block.unread_text)  # fmt: skip
 
     def end_leg(self) -> bool:
-        """The current HTTP leg's body is over; True when it was cut inside an event."""
+        """The current HTTP leg's body is over; True when it was cut inside an event. The
+        messages finished by then are validated (`_check_finished`)."""
         if self._parser is not None:
             self._truncated = self._parser.close()
             self._parser = None
+        self._check_finished()
         return self._truncated
+
+    def _check_finished(self) -> None:
+        """Each finished message (its `status` set, and no longer `in_progress`) validated once
+        against its model (`wire.typed`): a wrong type is a decode error at the last event so
+        far. Done where a leg ends, never per chunk: what a message holds then does not depend
+        on how the network cut its stream."""
+        decoder = self._decoder
+        for mid, message in decoder.messages.items():
+            status = message.get("status")
+            if mid in self._checked or status is None or status == "in_progress":
+                continue
+            self._checked.add(mid)
+            for detail in message_errors(message):
+                decoder.record_error(decoder.event_index - 1, DecodeErrorKind.WRONG_TYPE, detail)
 
     def feed_ws_frame(self, frame: str | bytes) -> Decoded:
         """One WebSocket frame; the turn topic continues the turn as its last leg."""
