@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from convtap.vocab import DONE as DONE_DATA
-from convtap.vocab import STREAM_HANDOFF
+from convtap.vocab import MESSAGE_STREAM_COMPLETE, STREAM_HANDOFF
 from convtap.wire.sse import SSEEvent, format_event
 
 ROOT_NODE = "client-created-root"  # the mapping's root node, whose message is null
@@ -323,7 +323,7 @@ class TurnWriter:
                 msg = self._new(text=text, channel="final", end_turn=True, metadata=model)
                 out += self._stream(msg, "/message/content/parts/0", final_marker=True)
         out.append(self._marker(self.conversation.current_node, "last_token", "last"))
-        out.append(_event({"type": "message_stream_complete", **self._c()}))
+        out.append(_event({"type": MESSAGE_STREAM_COMPLETE, **self._c()}))
         out.append(
             _event({"type": "conversation_detail_metadata", "banner_info": None, **self._c()})
         )
