@@ -90,12 +90,8 @@ def test_sql_writes_members_as_literals_and_the_queries_use_it() -> None:
     with sqlite3.connect(":memory:") as conn:  # a member is bound as its text
         conn.execute("CREATE TABLE t (v TEXT)")
         conn.execute("INSERT INTO t VALUES (?)", (RawKind.WS_SERVER,))
-        assert conn.execute(
-            f"SELECT typeof(v), v = {sql(RawKind.WS_SERVER)} FROM t"
-        ).fetchone() == (
-            "text",
-            1,
-        )
+        row = conn.execute(f"SELECT typeof(v), v = {sql(RawKind.WS_SERVER)} FROM t").fetchone()
+        assert row == ("text", 1)
 
 
 def test_a_value_read_back_is_its_word_or_the_default() -> None:
