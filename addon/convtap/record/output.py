@@ -58,12 +58,8 @@ class RowSink:
 
     def findings(self, findings: list[Finding]) -> None:
         for finding in findings:
-            self.sink.put(FindingRow(
-                rule=finding.rule, severity=finding.severity, message=finding.message,
-                conversation_id=finding.conversation_id, call_id=finding.call_id,
-                return_id=finding.return_id, flow_id=finding.flow_id,
-                evidence=self.redact.dumps(finding.evidence), created_at=time.time(),
-            ))  # fmt: skip
+            evidence = self.redact.dumps(finding.evidence)
+            self.sink.put(FindingRow.of(finding, evidence, time.time()))
 
     def failure(self, flow_id: str, detail: str) -> None:
         """Our own failure on a flow, kept with it (the traffic went on). An exception's message

@@ -13,10 +13,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from convtap.store.schema import TABLES
 from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source, WireProtocol
+
+if TYPE_CHECKING:
+    from convtap.contract.registry import Finding
 
 # The vocabulary's words are stored as their text.
 _STORED_AS = {w.__name__: "str" for w in (CallKind, Endpoint, Outcome, WireProtocol, RawKind,
@@ -215,6 +218,16 @@ class FindingRow(Row):
     evidence: str | None
     created_at: float
     id: int | None = UNSET  # given by SQLite
+
+    @classmethod
+    def of(cls, finding: Finding, evidence: str | None, at: float) -> FindingRow:
+        """The row of a finding (`evidence`: its evidence as the row keeps it, as JSON)."""
+        where = finding.where
+        return cls(
+            rule=finding.rule, severity=finding.severity, message=finding.message,
+            conversation_id=where.conversation_id, call_id=where.call_id,
+            return_id=where.return_id, flow_id=where.flow_id, evidence=evidence, created_at=at,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
