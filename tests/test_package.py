@@ -43,6 +43,7 @@ def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> Non
     assert "[datasette]\nconvtap = convtap.store.datasette_plugin" in declared  # Datasette's
 
 
+@pytest.mark.process
 def test_an_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """A fresh virtualenv gets the wheel (its dependencies are lent from this environment)."""
     env_dir = tmp_path / "venv"
