@@ -1563,9 +1563,10 @@ def test_a_capture_another_process_holds_locked_is_a_bounded_wait_and_one_clear_
 ) -> None:
     """Another process in `BEGIN EXCLUSIVE` on the capture: the writing commands waited their
     bound and said the capture was "not a usable SQLite database (database is locked)"."""
-    from convtap.store import database
+    from convtap.store import database, opening
 
-    monkeypatch.setattr(database, "BUSY_TIMEOUT", 0.5)
+    monkeypatch.setattr(opening, "BUSY_TIMEOUT", 0.5)  # where a capture is opened
+    monkeypatch.setattr(database, "BUSY_TIMEOUT", 0.5)  # and read beside its writer
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], "
          "isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
