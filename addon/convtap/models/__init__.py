@@ -2,8 +2,7 @@
 ("The tool return contract" and "Execution target" in `conversation` and `execution`; "Responses
 API" in `responses` and `responses_tools`, whose hosted code and image tools are in
 `responses_containers` and shared field types in `responses_fields`), and their JSON Schema
-export. Imports nothing of
-convtap's."""
+export. Imports nothing of convtap's."""
 
 from convtap.models.conversation import (
     TOOL_RETURN_FIXED,
