@@ -1,6 +1,6 @@
-"""Every case of issue 13's list, as a user and then an adversary would try it: files convtap
-only reads keep every byte, bad input is one line and exit 2, memory stays under its bound,
-concurrent convtap processes lose nothing."""
+"""convtap as a user and then an adversary would try it: files convtap only reads keep every
+byte, bad input is one line and exit 2, memory stays under its bound, concurrent convtap
+processes lose nothing."""
 
 from __future__ import annotations
 
@@ -622,7 +622,7 @@ def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) ->
     assert counts(db)["tool_calls"] == 1000
 
 
-# -- issue 24: one line, exit 2, nothing left behind ----------------------------------------------
+# -- one line, exit 2, nothing left behind -------------------------------------------------------
 
 
 DEEP = 100_000

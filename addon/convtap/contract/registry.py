@@ -18,7 +18,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from convtap.vocab import Severity
 
-SEVERITIES = tuple(Severity)  # most severe first
+# Most severe first, as plain text (a key orjson writes: it refuses an enum member as a key).
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity)
 
 
 MISSING = "<missing>"  # how evidence says a key was absent (a JSON string: evidence is JSON)

@@ -38,8 +38,8 @@ from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_mes
 # A resume leg goes on with its turn's events; a Responses socket carries the same events as
 # a POST (one socket, one context).
 FAMILIES: dict[str, str] = {
-    Endpoint.RESUME: Endpoint.CONVERSATION,
-    Endpoint.RESPONSES_SOCKET: Endpoint.RESPONSES,
+    Endpoint.RESUME.value: Endpoint.CONVERSATION.value,
+    Endpoint.RESPONSES_SOCKET.value: Endpoint.RESPONSES.value,
 }
 JSON_RESPONSES = "responses-json"  # the family of Responses answers not streamed (JSON bodies)
 MAX_FAMILIES = 64  # families one flow counts itself in (its own, its item types')
