@@ -186,3 +186,22 @@ def test_a_capture_keeps_the_decode_error_and_the_unknown_field_drift_shows_it(
     assert json.loads(kept)["brand_new_field"] == "kept"
     unknown = [c.path for c in drift(capture_shapes(db)) if c.check == "unknown-field"]
     assert "brand_new_field" in unknown
+
+
+def test_the_hidden_system_message_a_real_stream_begins_with_is_no_wrong_type() -> None:
+    """A real f/conversation stream opens with a hidden system message whose `create_time` and
+    `update_time` are null and whose `weight` is 0.0: that is the wire as the server sends it."""
+    system = message(
+        "s-0",
+        author={"role": "system", "name": None, "metadata": {}},
+        content={"content_type": "text", "parts": [""]},
+        create_time=None,
+        update_time=None,
+        weight=0.0,
+        metadata={"is_visually_hidden_from_conversation": True},
+        channel=None,
+    )
+    assert wrong_types(ConversationMessage, system) == []
+    summary = decode_turn([stream(system, message())])
+    assert wrong(summary.errors) == []
+    assert len(summary.messages) == 2
