@@ -42,10 +42,11 @@ from convtap.journal.segments import (
 from convtap.record.local import echo_to, redactor
 from convtap.record.recorder import LIVE_LIMIT, Recorder
 from convtap.store.database import Writer, audit_timeline, reader_beside
+from convtap.vocab import Outcome
 from convtap.wire.session import SOCKETS, endpoint_kind
 
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
-INTERRUPTED = "interrupted: the proxy stopped before the response ended"
+INTERRUPTED = Outcome.PROXY_STOPPED
 
 
 class JournalConsumer:
