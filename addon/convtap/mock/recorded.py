@@ -31,6 +31,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.vocab import RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import SOCKETS, STREAMED, Endpoint
@@ -207,7 +208,7 @@ def _socket(flow: dict[str, Any], events: list[dict[str, Any]], into: list[Excha
     previous = flow["started_at"] or 0.0
     for event in events:
         text = event_text(event)
-        if event["event"] == "ws:client":
+        if event["event"] == RawKind.WS_CLIENT:
             current = Exchange(len(into) + 1, flow["id"], "WS", path, flow["kind"], _json(text))
             into.append(current)
         else:
