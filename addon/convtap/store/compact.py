@@ -27,6 +27,12 @@ from convtap.store.errors import DamagedRow
 LEVEL = 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 SMALLEST = 256  # bytes: a row shorter is stored as it is (zlib's header and tables cost more)
+CODEC = "zlib level 1"  # what `pack` does (docs/benchmarks.md)
+
+
+def pack(raw: bytes) -> bytes:
+    """A raw event row's bytes compressed, as stored."""
+    return zlib.compress(raw, LEVEL)
 
 
 def event_columns(text: str) -> tuple[str | None, bytes | None]:
@@ -40,7 +46,7 @@ def event_columns(text: str) -> tuple[str | None, bytes | None]:
         raw = text.encode("utf-8", "surrogateescape")
         utf8 = False
     if len(raw) >= SMALLEST:
-        packed = zlib.compress(raw, LEVEL)
+        packed = pack(raw)
         if len(packed) < len(raw) - len(raw) // 8:  # saves an eighth at least
             return None, packed
     if utf8:
