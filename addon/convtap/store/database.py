@@ -52,6 +52,8 @@ from convtap.store.errors import StoreError as StoreError
 from convtap.store.rows import UNSET, EventRow, FindingRow, MessageRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
+    INDEX_BELOW,
+    INDEX_SLICE,
     INDEX_TEXT,
     KEEP_ON_UPDATE,
     LINK,
@@ -70,14 +72,21 @@ class StoreFull(StoreError):
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def index_text(db: sqlite_utils.Database) -> None:
-    """Bring the full-text index of message text up to date (one transaction)."""
+def index_text(db: sqlite_utils.Database, limit: int | None = None) -> bool:
+    """Bring the full-text index of message text up to date (one transaction), or only its
+    first `limit` rows waiting: whether any are still waiting afterwards."""
     conn = db.conn
     if conn.execute("SELECT 1 FROM [messages_fts_pending] LIMIT 1").fetchone() is None:
-        return
+        return False
     with _write_lock(conn):
-        for statement in INDEX_TEXT:
-            conn.execute(statement)
+        below = None if limit is None else conn.execute(INDEX_BELOW, (limit,)).fetchone()
+        if below is None:
+            for statement in INDEX_TEXT:
+                conn.execute(statement)
+            return False
+        for statement in INDEX_SLICE:
+            conn.execute(statement, below)
+    return True
 
 
 BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
@@ -442,14 +451,16 @@ class Writer:
             _raise_if_full(exc, self.path)
             raise StoreError(f"cannot write into {self.path}: {exc}") from exc
 
-    def index(self) -> None:
-        """Commit, then bring the full-text index up to date (the recorder is idle)."""
+    def index(self, limit: int | None = None) -> bool:
+        """Commit, then bring the full-text index up to date (the recorder is idle), or only
+        `limit` of the rows waiting for it: whether any are still waiting."""
         self.flush()
         try:
-            index_text(self.db)
+            return index_text(self.db, limit)
         except sqlite3.Error as exc:
             _raise_if_full(exc, self.path)
             self.failures.append(f"{type(exc).__name__}: {exc}")
+            return False
 
     def close(self) -> None:
         try:
