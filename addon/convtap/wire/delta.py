@@ -8,7 +8,6 @@ models.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import and_, eq, is_not, ne
@@ -452,6 +451,16 @@ class DeltaDecoder:
         self._pending = None
 
 
+def copied(value: JSON) -> JSON:
+    """A copy of a decoded JSON value (what `copy.deepcopy` makes of one: its containers new,
+    its scalars shared, since none can change), several times faster."""
+    if type(value) is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copied(item) for item in value]
+    return value
+
+
 def _pointer(path: str) -> list[str]:
     """Rule 5: JSON Pointer (RFC 6901) segments; `~1` is decoded before `~0`."""
     if path == "":
@@ -475,7 +484,7 @@ def _patch(root: JSON, path: str, ops: JSON, origin: Origin) -> JSON:
     caller undoes what `origin`'s sources were told when it raises)."""
     if not isinstance(ops, list):
         raise InvalidDelta("patch value must be a list of operations")
-    holder = {0: copy.deepcopy(root)} if root is not MISSING else {}
+    holder = {0: copied(root)} if root is not MISSING else {}
     sources, channel, event, leaf = origin
     for n, sub in enumerate(ops):
         if not isinstance(sub, dict) or not isinstance(sub.get("p"), str) or "o" not in sub:
