@@ -71,6 +71,7 @@ except ImportError:
     def pack(raw: bytes) -> bytes:
         return zlib.compress(raw, 1)
 
+
 PATH = "/backend-api/f/conversation"
 CPU_TARGET = 20.0  # issue 35: ms of the recorder's CPU per MB of stream, at most (worst case)
 GOING_TARGET = 17.0  # issue 35: the same for one conversation going on
