@@ -9,7 +9,8 @@ CLIENTS ?= .venv-clients
 CLIENTS_STAMP := $(CLIENTS)/.installed
 CODEX_VERSION := 0.171.0
 # Datasette, with convtap's plugin (convtap installed without its dependencies), in a virtualenv of
-# its own for the same reason: its httpx needs an h11 that mitmproxy 11 refuses.
+# its own for the same reason: its httpx needs an h11 that mitmproxy 11 refuses. zstandard beside
+# it: the plugin's `convtap_event` reads raw events stored as zstd frames.
 DATASETTE ?= .venv-datasette
 DATASETTE_STAMP := $(DATASETTE)/.installed
 # Datasette 1.0 (alpha) the same way: the plugin is tested on both.
@@ -42,14 +43,14 @@ $(CLIENTS_STAMP): constraints-clients.txt
 $(DATASETTE_STAMP): constraints-datasette.txt pyproject.toml
 	$(PYTHON) -m venv $(DATASETTE)
 	$(DATASETTE)/bin/python -m pip install -q --upgrade pip
-	$(DATASETTE)/bin/python -m pip install -q -c constraints-datasette.txt datasette
+	$(DATASETTE)/bin/python -m pip install -q -c constraints-datasette.txt datasette zstandard
 	$(DATASETTE)/bin/python -m pip install -q --no-deps -e .
 	@touch $(DATASETTE_STAMP)
 
 $(DATASETTE1_STAMP): constraints-datasette1.txt pyproject.toml
 	$(PYTHON) -m venv $(DATASETTE1)
 	$(DATASETTE1)/bin/python -m pip install -q --upgrade pip
-	$(DATASETTE1)/bin/python -m pip install -q -c constraints-datasette1.txt datasette
+	$(DATASETTE1)/bin/python -m pip install -q -c constraints-datasette1.txt datasette zstandard
 	$(DATASETTE1)/bin/python -m pip install -q --no-deps -e .
 	@touch $(DATASETTE1_STAMP)
 

@@ -501,9 +501,12 @@ class Writer:
                     raise StoreError(f"cannot write into {self.path}: {again}") from again
 
     def _write(self, row: Row) -> None:
-        if isinstance(row, EventRow) and row.raw is UNSET:
-            row = stored_event(row)
-        columns, values = row.columns()
+        if type(row) is EventRow and row.raw is UNSET:  # its columns as stored, no copy of it
+            columns = _EVENT_COLUMNS
+            values: tuple[Any, ...] = (row.flow_id, row.seq, row.at, row.event, row.count,
+                                       *stored_event_columns(row.data))  # fmt: skip
+        else:
+            columns, values = row.columns()
         key = (row.KIND, row.TABLE, columns)
         statement = self._sql.get(key)
         if statement is None:
@@ -534,16 +537,18 @@ class Writer:
                 self.db.conn.execute(_FAILURE, (flow, detail[:FAILURE_KEPT]))
 
 
-def stored_event(row: EventRow) -> EventRow:
-    """A raw event row as stored (`compact.event_columns`): its text, or its bytes compressed,
-    or, when they are not UTF-8, as they came. A surrogate that stands for no byte reads as
-    U+FFFD."""
-    text = row.data or ""
+_EVENT_COLUMNS: tuple[str, ...] = ("flow_id", "seq", "at", "event", "count", "data", "raw")
+
+
+def stored_event_columns(text: str | None) -> tuple[str | None, bytes | None]:
+    """A raw event row's `data` and `raw` as stored (`compact.event_columns`): its text, or its
+    bytes compressed, or, when they are not UTF-8, as they came. A surrogate that stands for no
+    byte reads as U+FFFD."""
+    text = text or ""
     try:
-        data, raw = event_columns(text)
+        return event_columns(text)
     except UnicodeEncodeError:
-        data, raw = LONE_SURROGATE.sub("\ufffd", text), None
-    return dataclasses.replace(row, data=data, raw=raw)
+        return LONE_SURROGATE.sub("\ufffd", text), None
 
 
 def whole_message(row: MessageRow) -> MessageRow:
