@@ -111,14 +111,17 @@ class ConversationSide:
         decoded = turn.decoder.feed(data)
         if decoded.text:  # the events, and the lines around them: kept raw too
             seq = self.out.reserve(flow_id)
-
-            def raw(when: float, count: int, text: str) -> None:
-                self.out.raw(flow_id, when, "sse", count, text, seq)
-
             text = decoded.text
             if decoded.unread_lines:
                 text = self.out.redact.unread(text, decoded.unread_text)
-            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw),
+            utf8 = decoded.utf8 if text is decoded.text else None  # the bytes as they came
+
+            def raw(when: float, count: int, stored: str) -> None:
+                # stored as it came (the very text): from its bytes, not encoded again
+                self.out.raw(flow_id, when, "sse", count, stored, seq,
+                             utf8 if stored is text else None)  # fmt: skip
+
+            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8),
                                  decoded.strings)  # fmt: skip
         self._updates(turn, decoded.events, at)
 

@@ -73,16 +73,20 @@ def pack(raw: bytes) -> bytes:
     return zlib.compress(raw, LEVEL) if codec is None else codec[0](raw)
 
 
-def event_columns(text: str) -> tuple[str | None, bytes | None]:
+def event_columns(text: str, encoded: bytes | None = None) -> tuple[str | None, bytes | None]:
     """A raw event's (`data`, `raw`) as stored, from its text (bytes that are not UTF-8 as
-    `surrogateescape` surrogates). Raises UnicodeEncodeError for a surrogate that stands for no
-    byte."""
-    try:
-        raw = text.encode()
-        utf8 = True
-    except UnicodeEncodeError:
-        raw = text.encode("utf-8", "surrogateescape")
-        utf8 = False
+    `surrogateescape` surrogates), or from `encoded`, the UTF-8 bytes the text decodes (the
+    bytes as they came: not encoded again). Raises UnicodeEncodeError for a surrogate that
+    stands for no byte."""
+    utf8 = True
+    if encoded is not None:
+        raw = encoded
+    else:
+        try:
+            raw = text.encode()
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "surrogateescape")
+            utf8 = False
     if len(raw) >= SMALLEST:
         packed = pack(raw)
         if len(packed) < len(raw) - len(raw) // 8:  # saves an eighth at least

@@ -540,13 +540,15 @@ class Writer:
 _EVENT_COLUMNS: tuple[str, ...] = ("flow_id", "seq", "at", "event", "count", "data", "raw")
 
 
-def stored_event_columns(text: str | None) -> tuple[str | None, bytes | None]:
+def stored_event_columns(
+    text: str | None, encoded: bytes | None = None
+) -> tuple[str | None, bytes | None]:
     """A raw event row's `data` and `raw` as stored (`compact.event_columns`): its text, or its
-    bytes compressed, or, when they are not UTF-8, as they came. A surrogate that stands for no
-    byte reads as U+FFFD."""
+    bytes compressed, or, when they are not UTF-8, as they came; `encoded`: the UTF-8 bytes the
+    text decodes, when known. A surrogate that stands for no byte reads as U+FFFD."""
     text = text or ""
     try:
-        return event_columns(text)
+        return event_columns(text, encoded)
     except UnicodeEncodeError:
         return LONE_SURROGATE.sub("\ufffd", text), None
 
