@@ -265,9 +265,12 @@ class ConversationSide:
         # hint of a secret stays in the message, redacted with it as before. Each message is
         # looked at by its own value: what the stream held elsewhere does not matter.
         without = message_without_text(message)
-        if without is not None and any(hints(text)):
+        text_hints = hints(text)  # (searched once: the redaction is given it)
+        if without is not None and any(text_hints):
             without = None
-        stored, stored_text = self.out.redact.message(message if without is None else without, text)
+        stored, stored_text = self.out.redact.message(
+            message if without is None else without, text, text_hints
+        )
         self.out.put(MessageRow(
             id=message["id"], conversation_id=turn.conversation_id, turn_id=turn.id,
             role=author.get("role"), name=author.get("name"),

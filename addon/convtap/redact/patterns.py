@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,49 +290,10 @@ def _unescaped(text: str) -> str:
 def hints(text: str, utf8: bytes | None = None) -> tuple[bool, bool]:
     """(a secret key may be named, a secret value may be there) in this text; `utf8`, when
     given, is the text's UTF-8 (the bytes it was decoded from), searched without encoding the
-    text again. A long text's answer is remembered (`_Remembered`): the recorder looks at a
-    message's text as its stream builds it, as it is stored, and again in every turn that
-    echoes it."""
+    text again."""
     if utf8 is not None:
         return _found(text, want_keys=True, folded=_folded_utf8(utf8))
-    if len(text) < _Remembered.SMALLEST:
-        return _found(text, want_keys=True)
-    found = _REMEMBERED.get(text)
-    if found is None:
-        found = _found(text, want_keys=True)
-        _REMEMBERED.put(text, found)
-    return found
-
-
-class _Remembered:
-    """What `hints` answered for the last long texts it was asked about, up to `BUDGET`
-    characters of them (the oldest forgotten first): the texts themselves are the keys, so an
-    answer is given again only for the very same text. Safe across threads."""
-
-    SMALLEST = 1024  # characters: a shorter text is searched again (a lookup saves little)
-    BUDGET = 4_000_000  # characters of text remembered, at most
-
-    def __init__(self) -> None:
-        self._answers: dict[str, tuple[bool, bool]] = {}
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, text: str) -> tuple[bool, bool] | None:
-        return self._answers.get(text)
-
-    def put(self, text: str, found: tuple[bool, bool]) -> None:
-        with self._lock:
-            if text in self._answers or len(text) > self.BUDGET // 4:
-                return
-            self._answers[text] = found
-            self._size += len(text)
-            while self._size > self.BUDGET:
-                oldest = next(iter(self._answers))
-                del self._answers[oldest]
-                self._size -= len(oldest)
-
-
-_REMEMBERED = _Remembered()
+    return _found(text, want_keys=True)
 
 
 # EXACT_KEYS searched for in UTF-8 bytes with only ASCII lowercased: each is ASCII, and no other
