@@ -21,7 +21,7 @@ DATASETTE1_STAMP := $(DATASETTE1)/.installed
 PHOENIX ?= .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX)/.installed
 
-.PHONY: demo test lint dist bench goldens schemas docs clean
+.PHONY: demo test check lint dist bench goldens schemas docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -68,6 +68,11 @@ test: $(STAMP) $(CLIENTS_STAMP) $(DATASETTE_STAMP) $(DATASETTE1_STAMP) $(PHOENIX
 		CONVTAP_DATASETTE=$(abspath $(DATASETTE))/bin/datasette \
 		CONVTAP_DATASETTE1=$(abspath $(DATASETTE1))/bin/datasette \
 		CONVTAP_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix $(BIN)/python -m pytest -q
+
+# Every test that starts no process, the quick loop (a test that starts one unmarked fails here:
+# tests that do are marked `process`, and `make test` runs them too).
+check: $(STAMP)
+	CONVTAP_NO_PROCESSES=1 $(BIN)/python -m pytest -q -m "not process"
 
 lint: $(STAMP)
 	$(BIN)/ruff check addon tests bench captures

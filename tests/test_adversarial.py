@@ -1,6 +1,6 @@
-"""Every case of issue 13's list, as a user and then an adversary would try it: files convtap
-only reads keep every byte, bad input is one line and exit 2, memory stays under its bound,
-concurrent convtap processes lose nothing."""
+"""convtap as a user and then an adversary would try it: files convtap only reads keep every
+byte, bad input is one line and exit 2, memory stays under its bound, concurrent convtap
+processes lose nothing."""
 
 from __future__ import annotations
 
@@ -117,6 +117,7 @@ def test_a_read_only_capture_is_never_chmod_ed_or_written(
     assert fingerprint(capture) == before
 
 
+@pytest.mark.process
 def test_the_default_database_is_not_touched_when_another_is_in_use(tmp_path: Path) -> None:
     """mitmproxy reads the addon's attributes while registering it: nothing may open
     ./captures/capture.db then."""
@@ -138,6 +139,7 @@ def test_the_default_database_is_not_touched_when_another_is_in_use(tmp_path: Pa
     assert (tmp_path / "elsewhere.db").exists()
 
 
+@pytest.mark.process
 def test_record_says_so_when_captures_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "captures").write_text("not a folder")
     ran = subprocess.run([sys.executable, "-m", "convtap.cli", "record", "--listen-port", "0"],
@@ -227,6 +229,7 @@ def test_invalid_utf8_is_a_decode_error(tmp_path: Path) -> None:
 # -- concurrency ----------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("attempt", range(6))  # a race: each attempt is one more chance
 def test_two_imports_into_one_new_database_lose_nothing(
     tmp_path: Path, good_har: Path, attempt: int
@@ -288,6 +291,7 @@ def peak_mb(args: list[str], **kwargs: object) -> tuple[float, subprocess.Comple
     return peak, subprocess.CompletedProcess(args, proc.returncode, "", err)
 
 
+@pytest.mark.process
 def test_decoding_many_pings_and_events_stays_small(tmp_path: Path) -> None:
     """`decode` spools what it lists: 200,000 pings or typed events stay far under 200 MB
     (`bench/decode_memory_bench.py` measures ten times more, and the growth)."""
@@ -302,6 +306,7 @@ def test_decoding_many_pings_and_events_stays_small(tmp_path: Path) -> None:
     assert peak < 200, f"{peak:.0f} MB for 200,000 typed events"
 
 
+@pytest.mark.process
 def test_an_event_that_never_ends_is_bounded_through_the_proxy(tmp_path: Path) -> None:
     """A 60 MB event with no end, then a normal one: the recorder stays small and says so."""
     endless = b'event: delta_encoding\ndata: "v1"\n\ndata: {"type": "x", "v": "' + b"a" * 60_000_000
@@ -385,6 +390,7 @@ def test_a_har_missing_a_field_names_it(tmp_path: Path, har: object, said: str) 
     assert f"{path}: {said}" in ran.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("redirect", "args", "code", "said"),
     [
@@ -548,6 +554,7 @@ def kill_when(proc: subprocess.Popen[str], ready: object, timeout: float = 120) 
     proc.wait(30)
 
 
+@pytest.mark.process
 def test_an_import_killed_midway_leaves_whole_flows_and_a_re_import_completes_it(
     tmp_path: Path,
 ) -> None:
@@ -583,6 +590,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.process
 def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) -> None:
     """`reprocess` cleared the derived tables and committed as it went: readers saw 0 calls,
     then some, and a `kill -9` left 7,722 of 10,000 with nothing to say so."""
@@ -614,7 +622,7 @@ def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) ->
     assert counts(db)["tool_calls"] == 1000
 
 
-# -- issue 24: one line, exit 2, nothing left behind ----------------------------------------------
+# -- one line, exit 2, nothing left behind -------------------------------------------------------
 
 
 DEEP = 100_000
@@ -709,6 +717,7 @@ def test_schemas_check_of_a_folder_with_an_odd_entry_is_one_line(tmp_path: Path,
         assert entry.is_dir()
 
 
+@pytest.mark.process
 def test_record_says_its_recorder_died_in_one_line_without_tracebacks(tmp_path: Path) -> None:
     """Killed recorder, clients connected: `record` stops with exit 1 and convtap's line, and
     the loop's cancelled connections printed a CancelledError traceback each."""
@@ -932,6 +941,7 @@ def imported_as_it_came(tmp_path: Path, body: bytes) -> Path:
     return db
 
 
+@pytest.mark.process
 def test_bytes_that_are_not_utf8_are_stored_and_given_back_as_they_came(tmp_path: Path) -> None:
     """Recorded live through mitmdump and imported from a raw `.sse`: the raw events read back
     from the database are the bytes sent; `reprocess` keeps them; `export` gives them back."""
@@ -1466,6 +1476,7 @@ def test_a_raw_stream_whose_sidecar_is_a_folder_is_one_line(tmp_path: Path) -> N
     assert ran.returncode != 0
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("command", ["import", "audit", "reprocess", "record"])
 def test_a_fifo_or_device_as_the_database_is_one_line_and_no_wait(
     tmp_path: Path, good_har: Path, command: str
@@ -1546,14 +1557,16 @@ def test_another_applications_sqlite_file_without_tables_is_not_taken(
     assert "not a convtap capture" in ran.stderr and fingerprint(other) == before
 
 
+@pytest.mark.process
 def test_a_capture_another_process_holds_locked_is_a_bounded_wait_and_one_clear_line(
     tmp_path: Path, capture: Path, good_har: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process in `BEGIN EXCLUSIVE` on the capture: the writing commands waited their
     bound and said the capture was "not a usable SQLite database (database is locked)"."""
-    from convtap.store import database
+    from convtap.store import database, opening
 
-    monkeypatch.setattr(database, "BUSY_TIMEOUT", 0.5)
+    monkeypatch.setattr(opening, "BUSY_TIMEOUT", 0.5)  # where a capture is opened
+    monkeypatch.setattr(database, "BUSY_TIMEOUT", 0.5)  # and read beside its writer
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], "
          "isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
@@ -1585,6 +1598,7 @@ def mock_process(scenario: str) -> Iterator[int]:
             proc.wait(30)
 
 
+@pytest.mark.process
 def test_the_mock_answers_another_client_while_it_streams_a_long_echo() -> None:
     """The mock wrote a stream's pieces without giving the loop back while the socket took
     them: a message of 16 MB (its echo 32 MB), read as fast as it came, held every other client
@@ -1682,6 +1696,7 @@ def test_a_flow_file_of_garbage_is_one_line_and_leaves_no_database(
     assert sorted(tmp_path.iterdir()) == [flows]
 
 
+@pytest.mark.process
 def test_the_mock_says_in_one_line_what_it_cannot_start_with(tmp_path: Path) -> None:
     """A busy port and a certificate path in a symlink loop were tracebacks; `--delay nan`,
     `-1` or `inf`, `--hold-after -1` and `--die-after 0` were taken (a stream that never
@@ -1716,6 +1731,7 @@ def test_the_mock_says_in_one_line_what_it_cannot_start_with(tmp_path: Path) -> 
         assert "not a regular file" in ran.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "args",
     [["--mode", "bogus"], ["--mode", "reverse:ftp://x"], ["--listen-host", "no-such.invalid"]],
@@ -1826,6 +1842,7 @@ def test_the_mock_answers_a_wrong_path_or_method_with_a_json_error(method: str, 
         assert path in json.loads(response.read())["error"]["message"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sidecar", ["x.request.json", "x.resume.sse"])
 def test_a_raw_streams_sidecar_that_is_a_fifo_or_device_is_one_line(
     tmp_path: Path, sidecar: str
@@ -1862,6 +1879,7 @@ def test_schemas_into_what_is_no_folder_is_one_line(tmp_path: Path) -> None:
     assert sorted(tmp_path.iterdir()) == [dangling, fifo, loop]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("setting", ["ssl_insecure=maybe", "listen_port=abc"])
 def test_record_with_a_set_value_mitmproxy_refuses_is_one_line_and_leaves_nothing(
     tmp_path: Path, setting: str

@@ -215,6 +215,7 @@ def test_traffic_left_in_the_journal_is_said_and_caught_up(tmp_path: Path) -> No
     assert not fresh.exists()  # no database made for nothing
 
 
+@pytest.mark.process
 def test_calls_and_audit_text_fit_120_columns_unless_wide(tmp_path: Path) -> None:
     """The demo's capture (UUIDs, long Responses ids, the longest rule ids): every line of
     `calls` and `audit` fits 120 columns; `--wide` gives ids whole."""

@@ -43,6 +43,7 @@ def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> Non
     assert "[datasette]\nconvtap = convtap.store.datasette_plugin" in declared  # Datasette's
 
 
+@pytest.mark.process
 def test_an_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """A fresh virtualenv gets the wheel (its dependencies are lent from this environment)."""
     env_dir = tmp_path / "venv"
@@ -104,3 +105,24 @@ def test_every_layer_says_what_it_is_and_may_import() -> None:
     for init in PACKAGE.glob("*/__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and ("import" in doc.lower()), init
+
+
+# Still over the bounds, each to be cut: the reference client (beside the mock's own changes) and
+# `record`'s orchestration (to move out of the CLI, with the launcher).
+LONG_MODULES = {"mock/refclient.py"}
+LONG_FUNCTIONS = {"cli/recording.py:record"}
+
+
+def test_modules_stay_under_500_lines_and_functions_under_80() -> None:
+    modules, functions = set(), set()
+    for path in PACKAGE.rglob("*.py"):
+        name = str(path.relative_to(PACKAGE))
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 500:
+            modules.add(name)
+        for node in ast.walk(ast.parse(text)):
+            is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            if is_function and (node.end_lineno or 0) - node.lineno >= 80:
+                functions.add(f"{name}:{node.name}")
+    assert modules == LONG_MODULES
+    assert functions == LONG_FUNCTIONS

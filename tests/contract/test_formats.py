@@ -185,6 +185,7 @@ def within_github_limits(sarif: dict[str, Any]) -> None:
             assert not urlsplit(uri).scheme and not uri.startswith("/")
 
 
+@pytest.mark.process
 def test_the_same_client_twice_gives_the_same_fingerprints_and_case_names(
     tmp_path: Path,
 ) -> None:
@@ -226,10 +227,12 @@ def test_sarif_names_the_capture_relative_to_the_root(tmp_path: Path, faulty_db:
 def test_sarif_keeps_the_most_severe_within_githubs_result_limit() -> None:
     from convtap.contract.audit import AuditResult
     from convtap.contract.formats import SARIF_MAX_RESULTS, sarif
-    from convtap.contract.registry import Finding
+    from convtap.contract.registry import Finding, Where
+    from convtap.vocab import Severity
 
-    many = [Finding("prepare-missing", "warning", "m", call_id=f"c{n}") for n in range(25_010)]
-    errors = [Finding("return-recipient", "error", "e", call_id="x")] * 3
+    many = [Finding("prepare-missing", Severity.WARNING, "m", Where(call_id=f"c{n}"))
+            for n in range(25_010)]  # fmt: skip
+    errors = [Finding("return-recipient", Severity.ERROR, "e", Where(call_id="x"))] * 3
     document = sarif(AuditResult(1, 1, [*many, *errors]), "ci.db")
     results = document["runs"][0]["results"]
     assert len(results) == SARIF_MAX_RESULTS == GITHUB_LIMITS["results"]

@@ -194,8 +194,8 @@ def test_the_declared_checks_are_the_checks_the_diff_makes() -> None:
 
 
 def test_drift_knows_every_standard_responses_event_type(tmp_path: Path) -> None:
-    """A Responses capture diffed against the models: its standard event types are known
-    (they were each `unknown-event-type` before); a made-up one still is not."""
+    """A Responses capture diffed against the models: its standard event types are known; a
+    made-up one is `unknown-event-type`."""
     from convtap.ingest.capture import import_into
 
     db = tmp_path / "responses.db"

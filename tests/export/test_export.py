@@ -656,6 +656,7 @@ def test_an_unwritable_output_is_one_line(original: Path, tmp_path: Path) -> Non
 # -- the demo ------------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_the_demo_round_trips_with_and_without_its_words(tmp_path: Path) -> None:
     from convtap.mock.demo import run_demo
 

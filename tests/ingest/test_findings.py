@@ -14,6 +14,8 @@ from collections import Counter
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from tests.runner import convtap
 from tests.test_adversarial import calls_har
 
@@ -114,6 +116,7 @@ def flows(db: Path) -> int:
         return 0  # not made yet
 
 
+@pytest.mark.process
 def test_an_import_killed_midway_and_run_again_has_the_findings_of_one(tmp_path: Path) -> None:
     har = tmp_path / "calls.har"
     har.write_text(json.dumps(calls_har(200)))  # 400 flows: 200 calls, each with its return

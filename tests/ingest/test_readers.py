@@ -180,6 +180,7 @@ def test_no_recording_starts_into_a_capture_being_reprocessed(
     assert not journal_dir(db).exists()  # and nothing is left beside it
 
 
+@pytest.mark.process
 def test_an_import_with_nothing_of_its_own_keeps_what_another_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -213,6 +213,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 """
 
 
+@pytest.mark.process
 def test_recovering_after_a_crash_reads_a_big_capture_in_bounded_memory(tmp_path: Path) -> None:
     """The writer's connection keeps SQLite's temporary data in memory (its statement journals);
     the replay after a crash sorts every request body by time, which must not happen there."""
@@ -222,6 +223,7 @@ def test_recovering_after_a_crash_reads_a_big_capture_in_bounded_memory(tmp_path
     assert int(done.stdout) < 40  # MB the peak grew by; the sort in memory took 80
 
 
+@pytest.mark.process
 def test_one_proxy_run_holds_a_journal_and_its_recorder_keeps_it(tmp_path: Path) -> None:
     """Two runs in one journal lost half their traffic (each took the other's open segment for a
     torn tail): the journal is held by one run, and by its recorder process for as long as it

@@ -207,6 +207,7 @@ def test_chunks_split_anywhere_and_inside_utf8() -> None:
             chunk.decode()
 
 
+@pytest.mark.process
 def test_the_command_prints_its_address_and_stops_on_sigterm() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "convtap", "mock", "--port", "0", "--scenario", "plain"]

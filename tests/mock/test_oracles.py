@@ -176,6 +176,7 @@ COMPACTION = "response.compaction.output[0].created_by"
 LEFT_OUT = {"sse": [COMPACTION], "json": [COMPACTION], "socket": []}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("name", scenario_names())
 def test_every_object_carries_every_field_of_both_specs(name: str, transport: str) -> None:
@@ -220,6 +221,7 @@ def test_a_declared_function_is_echoed_with_strict_and_store_as_the_request_said
     assert isinstance(answer["completed_at"], int)
 
 
+@pytest.mark.process
 def test_the_openai_oracle_names_a_field_left_out() -> None:
     """The oracle sees a missing field, not only a failed parse: each left out is named."""
     seen = collected("declared", "json")

@@ -53,6 +53,7 @@ def query(db: Path, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("size", [1, 7, 100, 1 << 16])
 def test_tap_returns_every_byte_and_records_the_call(tmp_path: Path, size: int) -> None:
     addon = ConvtapAddon()
@@ -66,6 +67,7 @@ def test_tap_returns_every_byte_and_records_the_call(tmp_path: Path, size: int) 
     assert query(db, "SELECT done, stream_complete, truncated FROM turns") == [(1, 1, 0)]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("encoding", ["gzip", "br", "deflate", "zstd", "gzip, br"])
 def test_compressed_streams_are_decoded_for_the_recorder_only(
     tmp_path: Path, encoding: str
@@ -121,6 +123,7 @@ def half_streamed(
     return flow, tap
 
 
+@pytest.mark.process
 def test_empty_chunks_mid_stream_and_a_client_abort(tmp_path: Path) -> None:
     addon = ConvtapAddon()
     db = tmp_path / "t.db"
@@ -134,6 +137,7 @@ def test_empty_chunks_mid_stream_and_a_client_abort(tmp_path: Path) -> None:
     assert query(db, "SELECT truncated, done FROM turns") == [(1, 0)]
 
 
+@pytest.mark.process
 def test_a_failure_in_our_code_never_breaks_the_stream(tmp_path: Path) -> None:
     addon = ConvtapAddon()
     db = tmp_path / "t.db"
@@ -152,6 +156,7 @@ def test_a_failure_in_our_code_never_breaks_the_stream(tmp_path: Path) -> None:
     assert "error" in failure.lower()
 
 
+@pytest.mark.process
 def test_returns_pair_with_calls_and_other_traffic_is_ignored(tmp_path: Path) -> None:
     addon = ConvtapAddon()
     db = tmp_path / "t.db"
@@ -190,6 +195,7 @@ def test_garbage_bodies_never_raise(
     assert query(db, "SELECT failure FROM flows") == [(None,)]  # the recorder took it all
 
 
+@pytest.mark.process
 def test_once_stopping_nothing_of_ours_goes_to_a_client_unrecorded(tmp_path: Path) -> None:
     """mitmproxy's connections live on for a moment after `done` (other addons' hooks, the
     loop's end): what streams then could not be journaled, so the client does not get it."""
@@ -212,6 +218,7 @@ def test_once_stopping_nothing_of_ours_goes_to_a_client_unrecorded(tmp_path: Pat
     assert query(db, "SELECT count(*) FROM flows") == [(1,)]
 
 
+@pytest.mark.process
 def test_a_script_reload_never_cuts_a_stream(tmp_path: Path) -> None:
     """`done` also comes when mitmproxy reloads the script (the proxy goes on): streams under
     way go on to their clients, and a new request passes."""
@@ -231,6 +238,7 @@ PROXY_NEVER_LOADS = ("convtap.record", "convtap.redact", "convtap.store", "convt
                      "sqlite3", "sqlite_utils", "detect_secrets")  # fmt: skip
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module", ["convtap.proxy.addon", "convtap.proxy.script"])
 def test_the_proxy_loads_no_recorder_redaction_store_or_rules(module: str) -> None:
     """What mitmproxy's process loads for the addon (and the script that assembles it): the

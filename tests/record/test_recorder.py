@@ -63,7 +63,7 @@ class _ClosedPipe:
 
 def test_the_recorder_goes_on_when_nobody_reads_its_lines(monkeypatch: Any) -> None:
     """`convtap record | head`: once its reader is gone, the recorder stops saying its lines
-    and records on (a write into a closed pipe raised, and ended the recorder process)."""
+    and records on (a write into the closed pipe neither raises nor is tried again)."""
     from convtap.record.local import echo_to
 
     pipe = _ClosedPipe()

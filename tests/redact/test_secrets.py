@@ -212,6 +212,7 @@ def test_a_team_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     assert Redactor().placeholder("x") == Redactor(b"team secret").placeholder("x")
 
 
+@pytest.mark.process
 def test_no_secret_reaches_the_database_through_a_live_proxy(tmp_path: Path) -> None:
     """Every shaped kind streamed in small pieces (as a model streams its text) across network
     chunks of 7 bytes, and every keyed spelling in typed events, through mitmdump and the

@@ -306,6 +306,7 @@ def test_nothing_but_the_file_itself_is_fetched(
     assert fetched == [report[1].as_uri()]
 
 
+@pytest.mark.process
 def test_the_charts_render_with_their_bars(browser: Chromium, tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     assert convtap("demo", "--db", str(db)).returncode == 0

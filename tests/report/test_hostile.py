@@ -125,6 +125,7 @@ def conversation_ids(browser: Chromium) -> list[str]:
     )
 
 
+@pytest.mark.process
 def test_a_conversation_id_the_html_parser_changes_is_updated_in_place(
     browser: Chromium, tmp_path: Path
 ) -> None:
@@ -146,6 +147,7 @@ def test_a_conversation_id_the_html_parser_changes_is_updated_in_place(
         assert sorted(ids) == sorted([CHOSEN[0], "a\r\nb\x00c\rd"]), ids
 
 
+@pytest.mark.process
 def test_a_request_naming_another_host_is_refused(tmp_path: Path) -> None:
     """DNS rebinding: a site whose name resolves to 127.0.0.1 gets nothing, token or not."""
     db = hostile_capture(tmp_path)
@@ -200,6 +202,7 @@ def test_only_the_pages_own_scripts_may_run(browser: Chromium, page: str, tmp_pa
     assert browser.evaluate("typeof window.__pwned") == "undefined"
 
 
+@pytest.mark.process
 def test_the_live_pages_scripts_run_and_no_other(browser: Chromium, capture: Path) -> None:
     with serving(capture) as (_, url):
         with DIRECT.open(url, timeout=10) as answer:

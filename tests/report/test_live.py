@@ -100,6 +100,7 @@ def shows_what_was_recorded(browser: Chromium, db: Path) -> None:
     assert browser.evaluate("window.__sameDocument === true")  # updated, never reloaded
 
 
+@pytest.mark.process
 def test_record_web_shows_a_call_and_its_finding_live(browser: Chromium, tmp_path: Path) -> None:
     db = tmp_path / "capture.db"
     with MockServer("alefita_way") as mock, record(db, mock.port, tmp_path, "--web") as rec:
@@ -127,6 +128,7 @@ def test_record_web_shows_a_call_and_its_finding_live(browser: Chromium, tmp_pat
     assert browser.requests and all(url.startswith(f"{origin}/") for url in browser.requests)
 
 
+@pytest.mark.process
 def test_the_filters_are_kept_across_an_update(browser: Chromium, tmp_path: Path) -> None:
     db = tmp_path / "capture.db"
     with MockServer("alefita_way") as mock, record(db, mock.port, tmp_path, "--web") as rec:
@@ -175,6 +177,7 @@ def serving(db: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]
         proc.wait(30)
 
 
+@pytest.mark.process
 def test_serve_shows_what_another_process_records(browser: Chromium, tmp_path: Path) -> None:
     db = tmp_path / "capture.db"
     with MockServer("alefita_way") as mock, record(db, mock.port, tmp_path) as rec:
@@ -200,6 +203,7 @@ def files(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
 
 
+@pytest.mark.process
 def test_only_the_token_opens_the_page_and_the_capture_is_only_read(tmp_path: Path) -> None:
     db = build_capture(tmp_path, "a live look")
     (call_id,) = rows(db, "SELECT call_id FROM tool_calls ORDER BY call_id")[0]
@@ -222,6 +226,7 @@ def test_only_the_token_opens_the_page_and_the_capture_is_only_read(tmp_path: Pa
     assert files(tmp_path) == before  # not a byte changed, no file made beside it
 
 
+@pytest.mark.process
 def test_serve_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     missing = convtap("serve", "--db", str(tmp_path / "missing.db"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
@@ -241,6 +246,7 @@ def first_update(stream: Any) -> bytes:
     return bytes(line)
 
 
+@pytest.mark.process
 def test_at_most_16_pages_are_kept_current_and_a_silent_one_holds_up_none(tmp_path: Path) -> None:
     db = build_capture(tmp_path, "many pages")
     (call_id,) = rows(db, "SELECT call_id FROM tool_calls ORDER BY call_id")[0]

@@ -139,10 +139,14 @@ class Page(HTMLParser):
 
 
 def report_text(page: Path) -> bytes:
-    """A page as it is read: its markup, then its data decoded (the JSON of every step), so that
-    what the page holds in gzip and base64 is searched too."""
+    """A page as it is read: its markup without the data's base64 blocks, then their data
+    decoded (the JSON of every step), so that what the page holds in gzip and base64 is searched
+    as what it says (base64 of gzip says nothing, and may spell any run of letters)."""
     html = page.read_text(encoding="utf-8")
-    decoded = b"\n".join(gzip.decompress(base64.b64decode(b)) for b in Page(html).blocks)
+    blocks = Page(html).blocks
+    for block in blocks:
+        html = html.replace(block, "")
+    decoded = b"\n".join(gzip.decompress(base64.b64decode(b)) for b in blocks)
     return html.encode() + b"\n" + decoded
 
 

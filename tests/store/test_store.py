@@ -153,6 +153,7 @@ def test_captures_are_marked_and_another_applications_file_is_refused(tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "notes.db", "old.db"]
 
 
+@pytest.mark.process
 def test_a_full_temporary_directory_does_not_stop_the_writer(tmp_path: Path) -> None:
     """SQLite puts a statement journal in its temporary directory; the writer keeps it in
     memory, so a full /var/tmp (here SQLITE_TMPDIR on a full 1 MB tmpfs) loses nothing."""
@@ -254,6 +255,7 @@ def test_the_store_pairs_a_return_as_the_pairing_function_does(
     }
 
 
+@pytest.mark.process
 def test_the_canned_queries_cover_both_protocols(tmp_path: Path) -> None:
     """`open_calls` lists an unanswered Responses call too (it counted local calls only), and
     `returns_per_client` names the client of Responses outputs (it said "(unknown)")."""

@@ -289,6 +289,7 @@ def test_export_sends_the_spans_to_phoenix(
     same_spans(received(phoenix, "exported", len(spans)), spans)
 
 
+@pytest.mark.process
 def test_record_sends_each_turn_live_to_phoenix(
     phoenix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -300,6 +301,7 @@ def test_record_sends_each_turn_live_to_phoenix(
     same_spans(received(phoenix, "live", len(spans)), spans)
 
 
+@pytest.mark.process
 def test_a_dead_endpoint_costs_spans_and_nothing_else(tmp_path: Path, sdk_capture: Path) -> None:
     """The same session with its traces going nowhere records the same rows; the loss is said
     once while it lasts and counted at the end."""

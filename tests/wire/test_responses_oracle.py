@@ -65,6 +65,7 @@ def tool_types() -> set[str]:
     return types
 
 
+@pytest.mark.process
 def test_every_type_of_the_sdks_unions_is_known() -> None:
     sdk = sdk_literals()
     assert len(sdk["ResponseStreamEvent"]) > 50, sdk  # the walk found the unions

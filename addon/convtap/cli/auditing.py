@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from convtap.cli.common import db_option, fail, main, say, say_unrecorded
+from convtap.vocab import Severity
 
 
 @main.command()
@@ -22,8 +23,8 @@ from convtap.cli.common import db_option, fail, main, say, say_unrecorded
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(["error", "warning", "never"]),
-    default="error",
+    type=click.Choice([Severity.ERROR.value, Severity.WARNING.value, "never"]),
+    default=Severity.ERROR.value,
     show_default=True,
     help="Exit 1 when a finding at or above this severity exists.",
 )

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from convtap.cli.common import db_option, fail, main, say, say_unrecorded, why_unreadable
+from convtap.vocab import CallKind, WireProtocol
 
 
 @main.command("import")
@@ -243,7 +244,7 @@ def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
             time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
         )
         tool = r["recipient"]
-        if r["protocol"] == "responses":  # a function of a namespace tool: namespace.name
+        if r["protocol"] == WireProtocol.RESPONSES:  # a namespace tool's function: its full name
             tool = qualified_name(r.get("namespace"), r["tool"])
         conversation, returned = r["conversation_id"] or "-", r["return_id"] or "-"
         # a tool the server runs in the stream owes no return: never "answered: no"
@@ -265,7 +266,7 @@ def _yes(value: bool) -> str:
 
 
 def _server_run(row: dict[str, Any]) -> bool:
-    return row["protocol"] != "responses" and row["kind"] not in (None, "local")
+    return row["protocol"] != WireProtocol.RESPONSES and row["kind"] not in (None, CallKind.LOCAL)
 
 
 @main.command()

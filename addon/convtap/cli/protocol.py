@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from convtap.cli.common import fail, main, same_file, say_unrecorded, why_unreadable
+from convtap.vocab import WireProtocol
 
 
 @main.command()
@@ -31,7 +32,7 @@ from convtap.cli.common import fail, main, same_file, say_unrecorded, why_unread
 )
 @click.option(
     "--protocol",
-    type=click.Choice(["auto", "f-conversation", "responses"]),
+    type=click.Choice(["auto", *(p.value for p in WireProtocol)]),
     default="auto",
     show_default=True,
     help="auto tells a Responses API stream from an f/conversation one.",

@@ -7,7 +7,7 @@ happenings the recorder fed live); this module never opens a database.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from convtap.contract.auditor import Auditor
@@ -30,7 +30,7 @@ class AuditResult:
 
     def to_json(self) -> dict[str, Any]:
         """`convtap audit --format json` (a contract)."""
-        return {"summary": self.summary(), "findings": [asdict(f) for f in self.findings]}
+        return {"summary": self.summary(), "findings": [f.to_json() for f in self.findings]}
 
 
 def audit(timeline: Iterable[Happening]) -> tuple[list[Finding], int]:

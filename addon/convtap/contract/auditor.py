@@ -33,6 +33,7 @@ from convtap.contract.happenings import (
 from convtap.contract.registry import Finding, Verdict, Where, run_checks
 from convtap.contract.registry import checks as registered_checks
 from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
+from convtap.vocab import CallKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
 
@@ -148,7 +149,7 @@ class Auditor:
         parent = request.parent_message_id
         returns = request.returns
         answered = self.calls.get(parent) if parent is not None else None
-        if not returns and answered is not None and answered.kind == "local" and messages:
+        if not returns and answered is not None and answered.kind == CallKind.LOCAL and messages:
             returns = [read_return(messages[0])]  # a call answered by no tool message
         known = self.seen_ids.get(conversation, set())
         fresh = [message_id for message_id in request.message_ids if message_id not in known]

@@ -25,9 +25,10 @@ from xml.etree import ElementTree
 
 from convtap.contract.audit import AuditResult
 from convtap.contract.registry import SEVERITIES, Finding, Rule, registry
+from convtap.vocab import Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 # GitHub code scanning's limits on an upload: past them it rejects the file.
 SARIF_MAX_RESULTS = 25_000  # results per run (it shows the 5,000 most severe)
 SARIF_MAX_RULES = 25_000  # rules per run
@@ -161,7 +162,7 @@ def junit(result: AuditResult, source: str, place_of: PlaceOf = _nowhere) -> str
     total = failures = 0
     for rule in registry().values():
         findings = by_rule.get(rule.id, [])
-        failed = sum(f.severity == "error" for f in findings)
+        failed = sum(f.severity == Severity.ERROR for f in findings)
         suite = ElementTree.SubElement(
             root,
             "testsuite",
@@ -183,7 +184,7 @@ def junit(result: AuditResult, source: str, place_of: PlaceOf = _nowhere) -> str
                 name = f"{name} #{named[name]}"
             case = ElementTree.SubElement(suite, "testcase", classname=rule.id, name=name)
             body = f"{f.message} ({_subject(f)})\n{json.dumps(f.evidence, ensure_ascii=False)}"
-            if f.severity == "error":
+            if f.severity == Severity.ERROR:
                 failure = ElementTree.SubElement(case, "failure", type=f.rule, message=f.message)
                 failure.text = body
             else:
@@ -282,7 +283,7 @@ def sarif(result: AuditResult, source: str, place_of: PlaceOf = _nowhere) -> dic
 
 def github(result: AuditResult) -> str:
     """GitHub Actions workflow commands: one annotation per finding."""
-    command = {"error": "error", "warning": "warning", "info": "notice"}
+    command = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
     lines = []
     for f in result.findings:
         message = f"{f.message} ({_subject(f)}); evidence: {json.dumps(f.evidence)}"

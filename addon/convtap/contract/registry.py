@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-SEVERITIES = ("error", "warning", "info")
+from convtap.vocab import Severity
+
+# Most severe first, as plain text (a key orjson writes: it refuses an enum member as a key).
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity)
 
 
 MISSING = "<missing>"  # how evidence says a key was absent (a JSON string: evidence is JSON)
@@ -25,7 +28,7 @@ MISSING = "<missing>"  # how evidence says a key was absent (a JSON string: evid
 @dataclass(frozen=True)
 class Rule:
     id: str
-    severity: str
+    severity: Severity
     summary: str
     seed: str  # the passage of docs/protocol.md the rule comes from (the field keeps its name)
     explanation: str
@@ -39,7 +42,12 @@ def registry() -> dict[str, Rule]:
     """Every rule by id, in report order."""
     text = resources.files("convtap.contract").joinpath("rules.toml").read_text(encoding="utf-8")
     rules = tomllib.loads(text)["rule"]
-    return {r["id"]: Rule(**{**r, "marks": tuple(r.get("marks", ()))}) for r in rules}
+    return {
+        r["id"]: Rule(
+            **{**r, "severity": Severity(r["severity"]), "marks": tuple(r.get("marks", ()))}
+        )
+        for r in rules
+    }
 
 
 @dataclass(frozen=True)
@@ -54,14 +62,35 @@ class Where:
 
 @dataclass(frozen=True)
 class Finding:
+    """What a check found: the rule, its severity, a one-line message, where it happened and
+    the evidence (expected against actual)."""
+
     rule: str
-    severity: str
+    severity: Severity
     message: str
-    conversation_id: str | None = None
-    call_id: str | None = None
-    return_id: str | None = None
-    flow_id: str | None = None
+    where: Where = Where()
     evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.where.conversation_id
+
+    @property
+    def call_id(self) -> str | None:
+        return self.where.call_id
+
+    @property
+    def return_id(self) -> str | None:
+        return self.where.return_id
+
+    @property
+    def flow_id(self) -> str | None:
+        return self.where.flow_id
+
+    def to_json(self) -> dict[str, Any]:
+        """As `convtap audit --format json` gives it (a contract: the ids beside the rule)."""
+        return {"rule": self.rule, "severity": self.severity, "message": self.message,
+                **asdict(self.where), "evidence": self.evidence}  # fmt: skip
 
 
 class Violation(NamedTuple):
@@ -128,16 +157,8 @@ def run_checks(facts: Facts, only: Iterable[str] | None = None) -> list[Finding]
 
 def finding(rule_id: str, violation: Violation, where: Where) -> Finding:
     rule = registry()[rule_id]
-    return Finding(
-        rule.id,
-        rule.severity,
-        violation.message,
-        where.conversation_id,
-        where.call_id,
-        where.return_id,
-        where.flow_id,
-        {"expected": violation.expected, "actual": violation.actual},
-    )
+    evidence = {"expected": violation.expected, "actual": violation.actual}
+    return Finding(rule.id, rule.severity, violation.message, where, evidence)
 
 
 def as_str(value: Any) -> str | None:

@@ -29,6 +29,7 @@ from convtap.store.database import (
     message_value,
     open_readonly,
 )
+from convtap.vocab import DONE, RESPONSE_CREATE, Endpoint, RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
@@ -36,7 +37,10 @@ from convtap.wire.wsturn import TURN_TOPIC_PREFIX, TurnTopicAssembler, frame_mes
 
 # A resume leg goes on with its turn's events; a Responses socket carries the same events as
 # a POST (one socket, one context).
-FAMILIES = {"resume": "conversation", "responses-socket": "responses"}
+FAMILIES: dict[str, str] = {
+    Endpoint.RESUME.value: Endpoint.CONVERSATION.value,
+    Endpoint.RESPONSES_SOCKET.value: Endpoint.RESPONSES.value,
+}
 JSON_RESPONSES = "responses-json"  # the family of Responses answers not streamed (JSON bodies)
 MAX_FAMILIES = 64  # families one flow counts itself in (its own, its item types')
 MAX_ITEMS = 4096  # Responses items of one flow whose type is remembered
@@ -99,9 +103,9 @@ def _request(kind: Any, body: Any) -> Any:
     `type`, a POST without `stream` (which only picks SSE over a JSON body), an `input` string
     as the one user message it stands for, an input message without `type` or with a string
     `content` as the typed message with text parts it stands for."""
-    if kind != "responses" or not isinstance(body, dict):
+    if kind != Endpoint.RESPONSES or not isinstance(body, dict):
         return body
-    envelope = body.get("type") == "response.create"
+    envelope = body.get("type") == RESPONSE_CREATE
     request = {k: v for k, v in body.items() if k != "stream" and not (envelope and k == "type")}
     items = request.get("input")
     if isinstance(items, str):
@@ -135,7 +139,7 @@ class _FlowState:
 
     def close(self) -> None:
         for assembler, turn in self.turns.values():
-            turn.feed("sse", assembler.close())
+            turn.feed(RawKind.SSE, assembler.close())
 
     def add(self, kind: str, obj: Any) -> None:
         family = self._family(obj)
@@ -148,7 +152,7 @@ class _FlowState:
         """A Responses event about one item (`output_text.delta` of a message) is counted
         against the responses that produced an item of its type (`responses message`): which
         items a response has is the session's doing."""
-        if self.family != "responses" or not isinstance(event, dict):
+        if self.family != Endpoint.RESPONSES or not isinstance(event, dict):
             return self.family
         item = event.get("item")
         item = item if isinstance(item, dict) else {}
@@ -159,22 +163,22 @@ class _FlowState:
         return self.family if kind is None else f"{self.family} {kind}"
 
     def feed(self, source: str, data: str) -> None:
-        if source.startswith("ws:"):
+        if source != RawKind.SSE:  # a WebSocket frame
             frame = loads_or_none(data)
             if isinstance(frame, dict):  # the Responses API's WebSocket mode: one event a frame
                 kind = frame.get("type")
                 kind = kind if isinstance(kind, str) else "(untyped)"
-                if source == "ws:client" and kind == "response.create":
+                if source == RawKind.WS_CLIENT and kind == RESPONSE_CREATE:
                     return  # a request: its body is the socket turn's `request:responses`
-                self.add(f"event:{kind}" if source == "ws:server" else f"ws:{kind}", frame)
+                self.add(f"event:{kind}" if source == RawKind.WS_SERVER else f"ws:{kind}", frame)
             for item in frame if isinstance(frame, list) else []:
                 if isinstance(item, dict):
                     self._ws_item(item)
-            if isinstance(frame, list) and source == "ws:server":
+            if isinstance(frame, list) and source == RawKind.WS_SERVER:
                 self._turn_topics(frame, data)
             return
         for event in self.parser.feed(data.encode()):
-            if event.data == "[DONE]":
+            if event.data == DONE:
                 continue
             obj = loads_or_none(event.data)
             if event.event == "delta" and isinstance(obj, dict):
@@ -211,7 +215,7 @@ class _FlowState:
                 turn = _FlowState(self.shapes, f"{self.flow} {topic}", "conversation")
                 self.turns[topic] = (TurnTopicAssembler(topic), turn)
             assembler, turn = self.turns[topic]
-            turn.feed("sse", assembler.feed(data))
+            turn.feed(RawKind.SSE, assembler.feed(data))
 
     def _ws_item(self, item: dict[str, Any]) -> None:
         payload = item.get("payload")

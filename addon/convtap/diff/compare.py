@@ -26,6 +26,7 @@ from typing import Any
 
 from convtap.diff.shapes import KindShape, PathShape, Shapes, is_context, is_user_data
 from convtap.models.export import export_schemas
+from convtap.vocab import MESSAGE_STREAM_COMPLETE, STREAM_HANDOFF
 from convtap.wire.delta import OPS
 from convtap.wire.responses import EVENT_TYPES as RESPONSES_EVENT_TYPES
 
@@ -46,9 +47,9 @@ KNOWN_EVENT_TYPES = frozenset(
         "message_marker",
         "title_generation",
         "server_ste_metadata",
-        "message_stream_complete",
+        MESSAGE_STREAM_COMPLETE,
         "conversation_detail_metadata",
-        "stream_handoff",
+        STREAM_HANDOFF,
         "streaming_parent_patch",
         "moderation",
         "safety_review_update",

@@ -19,6 +19,7 @@ from convtap.export.blank import (
     shape_text,
     shape_value,
 )
+from convtap.vocab import DONE, DecodeErrorKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import OPS, DeltaDecoder
 from convtap.wire.events import DecodeError, StreamDone
@@ -70,9 +71,11 @@ class StreamShaper:
         valid = True
         if self.decoder is not None:
             found = self.decoder.feed(SSEEvent(name, data))
-            valid = not any(type(e) is DecodeError and e.kind == "invalid-delta" for e in found)
+            valid = not any(
+                type(e) is DecodeError and e.kind == DecodeErrorKind.INVALID_DELTA for e in found
+            )
             self.done = self.done or any(type(e) is StreamDone for e in found)
-        if data == "[DONE]":  # rule 8
+        if data == DONE:  # rule 8
             return data
         try:
             value = loads(data)
@@ -364,7 +367,7 @@ class _CutEvent:
             self._head += ch
         if self._name.removeprefix(" ") == "delta_encoding":
             return ch
-        if self._data_lines == 1 and "[DONE]".startswith(self._head.removeprefix(" ")):
+        if self._data_lines == 1 and DONE.startswith(self._head.removeprefix(" ")):
             return ch
         return shaped
 

@@ -45,6 +45,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.vocab import RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.jsonvalue import loads_or_none
@@ -273,7 +274,7 @@ def _frames(
         shaper.finish()
     for row in iter_events(db, flow["id"]):
         data = event_text(row) if shaper is None else shaper.frame(event_text(row))
-        kind = "send" if row["event"] == "ws:client" else "receive"
+        kind = "send" if row["event"] == RawKind.WS_CLIENT else "receive"
         yield {"type": kind, "time": row["at"] or 0.0, "opcode": 1, "data": data}
 
 

@@ -28,7 +28,7 @@ def from_content(read: sqlite_utils.Database) -> tuple[list[Finding], int]:
     unnamed = {f.flow_id for f in findings if f.conversation_id is None and f.flow_id}
     assigned = turn_conversations(read, unnamed)
     named = [
-        replace(f, conversation_id=assigned[f.flow_id])
+        replace(f, where=replace(f.where, conversation_id=assigned[f.flow_id]))
         if f.conversation_id is None and f.flow_id in assigned else f
         for f in findings
     ]  # fmt: skip
@@ -48,9 +48,4 @@ def rebuild(write: sqlite_utils.Database, read: sqlite_utils.Database | None = N
 
 
 def finding_row(finding: Finding, at: float) -> FindingRow:
-    return FindingRow(
-        rule=finding.rule, severity=finding.severity, message=finding.message,
-        conversation_id=finding.conversation_id, call_id=finding.call_id,
-        return_id=finding.return_id, flow_id=finding.flow_id, evidence=dumps(finding.evidence),
-        created_at=at,
-    )  # fmt: skip
+    return FindingRow.of(finding, dumps(finding.evidence), at)

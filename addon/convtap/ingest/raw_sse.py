@@ -29,6 +29,7 @@ from convtap.journal.events import (
     ResponseStarted,
 )
 from convtap.journal.flows import PIECE
+from convtap.vocab import Source
 from convtap.wire.responses import looks_like_responses
 from convtap.wire.sse import SSEParser
 from convtap.wire.turn import TurnDecoder
@@ -78,7 +79,7 @@ class Leg:
             path=where.path,
             headers=(("content-type", "application/json"),
                      ("content-length", str(len(self.request)))),
-            body=self.request, at=self.at, source="import",
+            body=self.request, at=self.at, source=Source.IMPORT,
         )  # fmt: skip
         headers = (*SSE_HEADERS, ("content-length", str(size)))
         yield ResponseStarted(flow_id, 200, headers)

@@ -25,6 +25,7 @@ from typing import IO, Any, BinaryIO, Protocol, TextIO
 import orjson
 
 from convtap.ingest.responses_text import frame_line, item_line
+from convtap.vocab import WireProtocol
 from convtap.wire.events import ControlEvent, DecodeError, DecoderEvent, OtherEvent
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesDecoder, ResponsesStream, looks_like_responses
@@ -148,7 +149,7 @@ def render(
 ) -> None:
     """Bodies (the first, then its resume legs) read from open binary files."""
     first = handles[0].read(PIECE)
-    if protocol == "responses" or (protocol == "auto" and looks_like_responses(first)):
+    if protocol == WireProtocol.RESPONSES or (protocol == "auto" and looks_like_responses(first)):
         _responses(handles, first, out, fmt, redactor)
     else:
         _conversation(handles, first, ws_path, out, fmt, redactor)
@@ -212,7 +213,7 @@ def _conversation(
     calls = [redactor.json(asdict(c)) for c in summary.tool_calls()]
     if fmt == "json":
         head = {
-            "protocol": "f-conversation", "encoding": summary.encoding,
+            "protocol": WireProtocol.CONVERSATION, "encoding": summary.encoding,
             "conversation_id": summary.conversation_id, "done": summary.done,
             "stream_complete": summary.stream_complete, "truncated": summary.truncated,
             "event_count": summary.event_count,

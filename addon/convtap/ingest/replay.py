@@ -42,6 +42,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.vocab import Outcome, RawKind, Source, stored
 from convtap.wire.session import SOCKETS, STREAMED
 
 
@@ -121,11 +122,11 @@ def stored_flow_events(
         flow_id=flow_id, method=flow["method"] or "GET", url=flow["url"] or "",
         host=flow["host"] or "", path=flow["path"] or "", headers=_headers(flow["request_headers"]),
         body=body.encode() if body and not body.startswith("<") else None,
-        at=flow["started_at"] or 0.0, source=flow["source"] or "reprocess",
+        at=flow["started_at"] or 0.0, source=stored(Source, flow["source"], Source.REPROCESS),
     )  # fmt: skip
     if flow["kind"] in SOCKETS:
         for event in events:
-            from_client = event["event"] == "ws:client"
+            from_client = event["event"] == RawKind.WS_CLIENT
             yield WebSocketMessage(flow_id, from_client, event_text(event), event["at"])
         yield WebSocketEnded(flow_id, flow["ended_at"] or 0.0)
         return
@@ -135,12 +136,14 @@ def stored_flow_events(
         yield ResponseStarted(flow_id, flow["status"], headers)
         for event in events:
             yield BodyChunk(flow_id, event_bytes(event), event["at"])
-        if flow["outcome"] == "truncated":  # the cut event was never kept: end inside one again
+        if (
+            flow["outcome"] == Outcome.TRUNCATED
+        ):  # the cut event was never kept: end inside one again
             yield BodyChunk(flow_id, b"data: ", flow["ended_at"] or 0.0)
     else:
         text = flow["response_body"]
         response_body = text.encode() if text and not text.startswith("<") else None
     yield ResponseEnded(
-        flow_id, flow["status"], headers, response_body, flow["outcome"] or "complete",
+        flow_id, flow["status"], headers, response_body, flow["outcome"] or Outcome.COMPLETE,
         flow["ended_at"] or 0.0,
     )  # fmt: skip

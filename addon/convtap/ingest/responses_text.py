@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convtap.vocab import RESPONSE_CREATE
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.responses import CLIENT_CALLS, OUTPUTS, qualified_name
 
@@ -91,7 +92,7 @@ def frame_line(event: Any) -> list[str]:
     if not isinstance(event, dict):
         return [f"a frame that is not a JSON object: {fold(event)}"]
     kind = str(event.get("type"))
-    if kind == "response.create":
+    if kind == RESPONSE_CREATE:
         return ["response.create: " + request_lines(event)[0], *request_lines(event)[1:]]
     lane = f" · lane {event['stream_id']}" if isinstance(event.get("stream_id"), str) else ""
     response = event.get("response")

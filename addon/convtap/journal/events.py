@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from convtap.vocab import Outcome, Source
+
 Headers = tuple[tuple[str, str], ...]
 
 
@@ -31,7 +33,7 @@ class RequestSeen:
     headers: Headers
     body: bytes | None
     at: float
-    source: str = "live"  # live | import | reprocess
+    source: Source = Source.LIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +56,14 @@ class BodyChunk:
 
 @dataclass(frozen=True, slots=True)
 class ResponseEnded:
-    """The response is over: `outcome` is "complete" or why not. `body` is the whole body when
-    it was not streamed (a JSON answer)."""
+    """The response is over: `outcome` is `Outcome.COMPLETE` or why not. `body` is the whole body
+    when it was not streamed (a JSON answer)."""
 
     flow_id: str
     status: int | None
     headers: Headers
     body: bytes | None
-    outcome: str
+    outcome: Outcome | str  # else mitmproxy's message
     at: float
 
 

@@ -19,6 +19,7 @@ from convtap.journal.events import (
     WebSocketMessage,
     is_event_stream,
 )
+from convtap.vocab import Outcome, Source
 from convtap.wire.session import endpoint_kind
 
 PIECE = 16 * 1024  # bytes of a whole event stream fed at a time: about what mitmproxy hands the
@@ -29,7 +30,7 @@ def headers_of(message: http.Message) -> Headers:
     return tuple(message.headers.items(multi=True))
 
 
-def request_seen(flow: http.HTTPFlow, source: str) -> RequestSeen:
+def request_seen(flow: http.HTTPFlow, source: Source) -> RequestSeen:
     req = flow.request
     return RequestSeen(
         flow_id=flow.id, method=req.method, url=req.pretty_url, host=req.pretty_host,
@@ -43,7 +44,7 @@ def response_events(flow: http.HTTPFlow, *, streamed: bool) -> Iterator[Recorder
     comes whole: an event stream in pieces of `PIECE` bytes, anything else with the end."""
     response = flow.response
     if response is None:
-        message = flow.error.msg if flow.error else "error"
+        message = flow.error.msg if flow.error else Outcome.ERROR
         yield ResponseEnded(flow.id, None, (), None, message, flow.request.timestamp_end or 0.0)
         return
     headers = headers_of(response)
@@ -54,11 +55,11 @@ def response_events(flow: http.HTTPFlow, *, streamed: bool) -> Iterator[Recorder
         for start in range(0, len(body), PIECE):
             yield BodyChunk(flow.id, body[start : start + PIECE], at)
         body = None
-    outcome = "complete" if flow.error is None else flow.error.msg
+    outcome = Outcome.COMPLETE if flow.error is None else flow.error.msg
     yield ResponseEnded(flow.id, response.status_code, headers, body, outcome, at)
 
 
-def flow_events(flow: http.HTTPFlow, source: str = "import") -> Iterator[RecorderEvent]:
+def flow_events(flow: http.HTTPFlow, source: Source = Source.IMPORT) -> Iterator[RecorderEvent]:
     """Every event of a finished flow read from a file, in the order they happened (nothing
     for a flow that is not one of ours)."""
     if endpoint_kind(flow.request.method, flow.request.path) is None:

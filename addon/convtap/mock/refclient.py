@@ -34,6 +34,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.netutil import Resolver
 from tornado.websocket import websocket_connect
 
+from convtap.vocab import STREAM_HANDOFF
 from convtap.wire.jsonvalue import loads
 from convtap.wire.responses import ResponsesDecoder, decode_responses
 from convtap.wire.sse import SSEParser
@@ -393,7 +394,7 @@ class RefClient:
             for chunk in self.open_stream(path, resume, {"x-conduit-token": conduit}):
                 turn.feed(chunk)
             turn.end_leg()
-        handoffs = [e for e in turn.summary().events if e.get("type") == "stream_handoff"]
+        handoffs = [e for e in turn.summary().events if e.get("type") == STREAM_HANDOFF]
         topic = handoff_topic(handoffs[-1] if handoffs else None)
         if topic is not None:
             self.websocket = True

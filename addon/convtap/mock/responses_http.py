@@ -24,6 +24,7 @@ from tornado.websocket import WebSocketClosedError
 from convtap.mock.app import UNANSWERABLE, Handler, MockState, Socket, StreamHandler, api_error
 from convtap.mock.app import parse_body as parse_json
 from convtap.mock.responses import socket_cache
+from convtap.vocab import RESPONSE_CREATE
 from convtap.wire.bounded import Bounded
 
 LANES = 1024  # lanes one socket keeps a stream task for (the least recently used forgotten)
@@ -62,7 +63,7 @@ class ResponsesHandler(Socket, StreamHandler):
             await self._send_event({"type": "response.steer.failed", "error": {
                 "code": "not_supported", "message": "the mock does not steer"}}, lane)  # fmt: skip
             return
-        if kind != "response.create":
+        if kind != RESPONSE_CREATE:
             error = api_error(f"unknown client event type {kind!r}")
             await self._send_event(error_frame(error), lane)
             return

@@ -21,11 +21,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from convtap.vocab import DONE as DONE_DATA
+from convtap.vocab import MESSAGE_STREAM_COMPLETE, STREAM_HANDOFF
 from convtap.wire.sse import SSEEvent, format_event
 
 ROOT_NODE = "client-created-root"  # the mapping's root node, whose message is null
 TOPIC_PREFIX = "conversation-turn-"  # docs/protocol.md, "WebSocket handoff"
-DONE = "data: [DONE]\n\n"
+DONE = f"data: {DONE_DATA}\n\n"
 
 JSON = Any
 IdFactory = Callable[[], str]
@@ -280,7 +282,7 @@ class TurnWriter:
             self.channel = 0  # the turn topic is decoded with a fresh decoder
             items = [_event('"v1"', "delta_encoding"), *self._steps(script, tool_input)]
             handoff = {
-                "type": "stream_handoff",
+                "type": STREAM_HANDOFF,
                 "conversation_id": cid,
                 "turn_id": turn_id,
                 "options": [{"type": "subscribe_ws_topic", "topic_id": TOPIC_PREFIX + turn_id}],
@@ -321,7 +323,7 @@ class TurnWriter:
                 msg = self._new(text=text, channel="final", end_turn=True, metadata=model)
                 out += self._stream(msg, "/message/content/parts/0", final_marker=True)
         out.append(self._marker(self.conversation.current_node, "last_token", "last"))
-        out.append(_event({"type": "message_stream_complete", **self._c()}))
+        out.append(_event({"type": MESSAGE_STREAM_COMPLETE, **self._c()}))
         out.append(
             _event({"type": "conversation_detail_metadata", "banner_info": None, **self._c()})
         )

@@ -82,7 +82,8 @@ class ConversationMessage(WireModel):
     # "Channels": null (absent) for normal messages, so absence is allowed.
     channel: ConversationChannel = None
     content: MessageContent
-    create_time: WireNumber = Field(description="Unix seconds, float (Date.now()/1000).")
+    # null on the hidden system message a real stream begins with (and on legacy streams).
+    create_time: WireNumber | None = Field(description="Unix seconds, float (Date.now()/1000).")
     end_turn: MessageEndTurn
     id: str = Field(description="uuid; the call_id source for local tool returns.")
     metadata: dict[str, Any]

@@ -15,7 +15,8 @@ from typing import Any, Literal, TypeAlias
 from pydantic import Field
 
 from convtap.models.conversation import WireModel
-from convtap.models.responses_tools import Omittable, Tool, ToolSearchExecution
+from convtap.models.responses_fields import Omittable, ToolSearchExecution
+from convtap.models.responses_tools import Tool
 
 # "status: "in_progress" | "completed" | "incomplete"" (the API reference, tool_search_output).
 ItemStatus: TypeAlias = Literal["in_progress", "completed", "incomplete"]

@@ -34,6 +34,7 @@ from convtap.journal.flows import headers_of, request_seen, response_events
 from convtap.journal.segments import JournalError
 from convtap.proxy import contentview
 from convtap.proxy.tap import Tap
+from convtap.vocab import Endpoint, Source
 from convtap.wire.session import SOCKETS, STREAMED, endpoint_kind
 
 log = logging.getLogger("convtap")
@@ -65,7 +66,7 @@ class ConvtapAddon:
         self.backend: Backend | None = None  # opened by configure() (or open(), embedded)
         self.failed: str | None = None  # why recording stopped, if it did
         self._watch: asyncio.Task[None] | None = None
-        self.kinds: dict[str, str] = {}  # flow id -> endpoint kind, for the flows we record
+        self.kinds: dict[str, Endpoint] = {}  # flow id -> endpoint kind, for the flows we record
         self.tapped: set[str] = set()
         self.ws_trim = False
         self.started = False  # mitmproxy is running (its startup is over)
@@ -185,7 +186,7 @@ class ConvtapAddon:
                 flow.response = http.Response.make(503, STOPPING, {"content-type": "text/plain"})
                 return
             self.kinds[flow.id] = kind
-            self.send(request_seen(flow, "live" if flow.live else "import"))
+            self.send(request_seen(flow, Source.LIVE if flow.live else Source.IMPORT))
         except Exception as exc:
             self.failure(flow.id, exc)
 

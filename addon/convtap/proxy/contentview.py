@@ -27,7 +27,7 @@ TURNS = 8  # turn topics whose decoding is kept between frames, for showing the 
 MAX_TURN = 16 << 20  # characters of a turn kept to show it whole in the frame that ends it
 FRAME_LINES, LINE = 40, 240  # a frame's own SSE text shown, in lines and characters
 PRIORITY = 3.0  # above mitmproxy's own JSON and text views, for the flows it knows
-DECODED = ("conversation", "resume", "responses")
+DECODED = (Endpoint.CONVERSATION, Endpoint.RESUME, Endpoint.RESPONSES)
 
 
 def applies(flow: Any, http_message: Any = None, websocket_message: Any = None) -> bool:

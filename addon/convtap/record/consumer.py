@@ -42,6 +42,7 @@ from convtap.journal.segments import (
 from convtap.record.local import echo_to, redactor
 from convtap.record.recorder import LIVE_LIMIT, Recorder
 from convtap.store.database import Writer, audit_timeline, reader_beside
+from convtap.vocab import Outcome
 from convtap.wire.session import SOCKETS, endpoint_kind
 
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
@@ -50,7 +51,7 @@ IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
 # again between slices (`store.database.index_text`); and whole when the recorder stops.
 INDEX_AFTER = 1.0  # seconds
 INDEX_SLICE = 2000  # message rows
-INTERRUPTED = "interrupted: the proxy stopped before the response ended"
+INTERRUPTED = Outcome.PROXY_STOPPED
 
 
 class JournalConsumer:

@@ -26,6 +26,7 @@ from convtap.store.rows import (
     ToolSignatureRow,
     TurnRow,
 )
+from convtap.vocab import MESSAGE_STREAM_COMPLETE, STREAM_HANDOFF, RawKind, WireProtocol
 from convtap.wire.bounded import Bounded
 from convtap.wire.events import (
     ControlEvent,
@@ -85,7 +86,7 @@ class ConversationSide:
             self.out.put(ToolSignatureRow(turn.id, name, text))
         for n, ret in enumerate(request.returns):
             self.out.put(ToolReturnRow(
-                id=f"{flow_id}:{n}", protocol="f-conversation", flow_id=flow_id,
+                id=f"{flow_id}:{n}", protocol=WireProtocol.CONVERSATION, flow_id=flow_id,
                 conversation_id=request.conversation_id,
                 parent_message_id=request.parent_message_id, message_id=ret.message_id,
                 tool=ret.tool, body_call_id=ret.call_id, body_tool=ret.body_tool,
@@ -118,7 +119,7 @@ class ConversationSide:
 
             def raw(when: float, count: int, stored: str) -> None:
                 # stored as it came (the very text): from its bytes, not encoded again
-                self.out.raw(flow_id, when, "sse", count, stored, seq,
+                self.out.raw(flow_id, when, RawKind.SSE, count, stored, seq,
                              utf8 if stored is text else None)  # fmt: skip
 
             turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8),
@@ -185,10 +186,10 @@ class ConversationSide:
             if type(event) is MessageChanged:
                 self._message(turn, event.message, at)
             elif type(event) is ControlEvent:
-                if event.type == "stream_handoff":
+                if event.type == STREAM_HANDOFF:
                     turn.handoff = event.payload
                     self._claim_topic(turn, at)
-                elif event.type == "message_stream_complete":
+                elif event.type == MESSAGE_STREAM_COMPLETE:
                     turn.finished = True
             elif type(event) is ConversationSeen:
                 turn.streamed_conversation = event.conversation_id
@@ -231,7 +232,7 @@ class ConversationSide:
         self.known_calls[call.call_id] = (call.call_id, call.recipient)
         arguments_text = self.out.redact.text(call.arguments_text)  # stored and printed so
         self.out.put(ToolCallRow(
-            call_id=call.call_id, protocol="f-conversation", turn_id=turn.id,
+            call_id=call.call_id, protocol=WireProtocol.CONVERSATION, turn_id=turn.id,
             conversation_id=conversation_id, recipient=call.recipient, kind=call.kind,
             tool=call.tool, arguments=self.out.redact.dumps(call.arguments),
             arguments_text=arguments_text, complete=int(call.complete), called_at=at,

@@ -15,6 +15,7 @@ from convtap.contract.registry import Finding
 from convtap.redact.redactor import Redactor
 from convtap.store.database import FAILURE_KEPT, stored_event_columns
 from convtap.store.rows import EventRow, FindingRow, FlowRow, Row
+from convtap.vocab import RawKind
 
 FAILURE_READ = 20_000  # characters of it searched for secrets (more than any kept one spans)
 
@@ -43,8 +44,8 @@ class RowSink:
         return seq
 
     def raw(
-        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None,
-        encoded: bytes | None = None,
+        self, flow_id: str, at: float, event: RawKind, count: int, data: str,
+        seq: int | None = None, encoded: bytes | None = None,
     ) -> None:  # fmt: skip
         """One row of raw events, in the flow's order (at `seq` when it was reserved): an SSE
         chunk's completed events (as the SSE text that `reprocess` feeds to the decoder again)
@@ -64,12 +65,8 @@ class RowSink:
 
     def findings(self, findings: list[Finding]) -> None:
         for finding in findings:
-            self.sink.put(FindingRow(
-                rule=finding.rule, severity=finding.severity, message=finding.message,
-                conversation_id=finding.conversation_id, call_id=finding.call_id,
-                return_id=finding.return_id, flow_id=finding.flow_id,
-                evidence=self.redact.dumps(finding.evidence), created_at=time.time(),
-            ))  # fmt: skip
+            evidence = self.redact.dumps(finding.evidence)
+            self.sink.put(FindingRow.of(finding, evidence, time.time()))
 
     def failure(self, flow_id: str, detail: str) -> None:
         """Our own failure on a flow, kept with it (the traffic went on). An exception's message
@@ -110,8 +107,8 @@ class Output:
         return self.rows.reserve(flow_id)
 
     def raw(
-        self, flow_id: str, at: float, event: str, count: int, data: str, seq: int | None = None,
-        encoded: bytes | None = None,
+        self, flow_id: str, at: float, event: RawKind, count: int, data: str,
+        seq: int | None = None, encoded: bytes | None = None,
     ) -> None:  # fmt: skip
         self.rows.raw(flow_id, at, event, count, data, seq, encoded)
 

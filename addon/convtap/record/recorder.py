@@ -39,6 +39,7 @@ from convtap.record.responses import ResponsesSide
 from convtap.redact.frames import FrameRedaction
 from convtap.redact.redactor import Redactor
 from convtap.store.rows import FlowRow
+from convtap.vocab import Outcome, RawKind
 from convtap.wire.jsonvalue import dumps
 from convtap.wire.session import (
     SOCKETS,
@@ -52,7 +53,7 @@ from convtap.wire.session import (
 
 @dataclass
 class FlowState:
-    kind: str
+    kind: Endpoint
     turn: Turn | None = None
     tapped: bool = False
     frames: FrameRedaction | None = None  # a WebSocket's server frames
@@ -162,7 +163,7 @@ class Recorder:
         state = self.flows.get(ev.flow_id)
         if state is None or state.kind not in STREAMED or not is_event_stream(ev.headers):
             return
-        if state.kind == "responses":
+        if state.kind == Endpoint.RESPONSES:
             self.responses.start(ev.flow_id)
         state.tapped = True
 
@@ -170,7 +171,7 @@ class Recorder:
         state = self.flows.get(ev.flow_id)
         if state is None or not state.tapped:
             return
-        if state.kind == "responses":
+        if state.kind == Endpoint.RESPONSES:
             self.responses.chunk(ev.flow_id, ev.data, ev.at)
         elif state.turn is not None:
             self.conversation.chunk(ev.flow_id, state.turn, ev.data, ev.at)
@@ -185,16 +186,16 @@ class Recorder:
             self._chunk(BodyChunk(ev.flow_id, body, ev.at))
             body = None
         truncated = False
-        if state.kind == "responses":
+        if state.kind == Endpoint.RESPONSES:
             truncated = self.responses.end(ev.flow_id, None if state.tapped else body, ev.at)
         elif state.turn is not None and state.tapped:
             truncated = self.conversation.end_leg(ev.flow_id, state.turn, ev.at)
-        if truncated and outcome == "complete":
-            outcome = "truncated"
+        if truncated and outcome == Outcome.COMPLETE:
+            outcome = Outcome.TRUNCATED
         parsed = None if streamed else parse_json(body)
         if state.kind == Endpoint.CONVERSATION and is_refusal(ev.status):
             self.audit(RequestRefused(ev.flow_id))
-        if state.kind == "conversation-get":
+        if state.kind == Endpoint.CONVERSATION_GET:
             self.conversation.nodes(ev.flow_id, parsed, ev.at)
         out = self.out
         out.put(FlowRow(
@@ -216,7 +217,7 @@ class Recorder:
             self.responses.socket_frame(ev.flow_id, ev.from_client, ev.text, ev.at)
             return
         if ev.from_client:
-            self.out.raw(ev.flow_id, ev.at, "ws:client", 1, self.out.redact.text(ev.text))
+            self.out.raw(ev.flow_id, ev.at, RawKind.WS_CLIENT, 1, self.out.redact.text(ev.text))
             return
         if state.frames is None:
             state.frames = FrameRedaction(self.out.redact)
@@ -224,7 +225,7 @@ class Recorder:
         seq = self.out.reserve(ev.flow_id)
 
         def keep(when: float, text: str) -> None:
-            self.out.raw(ev.flow_id, when, "ws:server", 1, text, seq)
+            self.out.raw(ev.flow_id, when, RawKind.WS_SERVER, 1, text, seq)
 
         state.frames.frame(ev.at, ev.text, keep)
         self.conversation.ws_frame(ev.text, ev.at)
@@ -238,7 +239,7 @@ class Recorder:
             self.rows.forget(ev.flow_id)
             self.conversation.ws_end(ev.at or time.time())
 
-    def _body_text(self, kind: str, raw: bytes | None, parsed: object) -> str | None:
+    def _body_text(self, kind: Endpoint, raw: bytes | None, parsed: object) -> str | None:
         if not raw:
             return None
         if parsed is None:

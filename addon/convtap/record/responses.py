@@ -20,9 +20,9 @@ from typing import Any
 from convtap.contract.happenings import ClientCallsMade, ResponsesRequest, SocketCreate
 from convtap.record.output import Output
 from convtap.redact.stream import Carrier, Keep, StreamRedaction
-from convtap.store.database import SOCKET_TURN
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.telemetry.cost import usage_row
+from convtap.vocab import RESPONSE_CREATE, CallKind, Outcome, RawKind, Source, WireProtocol
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.provenance import Piece, Pieces, StringEvent
@@ -41,8 +41,8 @@ MAX_SOCKETS = 1024  # sockets open at once
 MAX_LANES = 1024  # `stream_id` lanes one socket holds (the least recently used forgotten)
 STEERING = ("response.steer", "response.steer.accepted", "response.steer.pending",
             "response.steer.failed")  # fmt: skip
-ENDS = {"response.completed": "complete", "response.failed": "failed",
-        "response.incomplete": "incomplete"}  # fmt: skip
+ENDS = {"response.completed": Outcome.COMPLETE, "response.failed": Outcome.FAILED,
+        "response.incomplete": Outcome.INCOMPLETE}  # fmt: skip
 
 
 @dataclass
@@ -91,7 +91,7 @@ class ResponsesSide:
             if not isinstance(item, dict) or item.get("type") not in OUTPUTS:
                 continue
             out.put(ToolReturnRow(
-                id=f"{flow_id}:{n}", protocol="responses", flow_id=flow_id,
+                id=f"{flow_id}:{n}", protocol=WireProtocol.RESPONSES, flow_id=flow_id,
                 conversation_id=previous if isinstance(previous, str) else None,
                 message_id=_text(item.get("id")), tool=item.get("type"),
                 body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
@@ -119,7 +119,7 @@ class ResponsesSide:
     def _raw(self, flow_id: str) -> Keep:
         """Where a chunk's row goes, its place in the flow taken now."""
         seq = self.out.reserve(flow_id)
-        return lambda at, count, text: self.out.raw(flow_id, at, "sse", count, text, seq)
+        return lambda at, count, text: self.out.raw(flow_id, at, RawKind.SSE, count, text, seq)
 
     def end(self, flow_id: str, body: bytes | None, at: float) -> bool:
         """The response is over: record its calls. `body` is a JSON answer (not streamed).
@@ -148,8 +148,8 @@ class ResponsesSide:
             if not call_id:
                 continue
             out.put(ToolCallRow(
-                call_id=call_id, protocol="responses", turn_id=flow_id,
-                conversation_id=response.response_id, recipient=call["type"], kind="client",
+                call_id=call_id, protocol=WireProtocol.RESPONSES, turn_id=flow_id,
+                conversation_id=response.response_id, recipient=call["type"], kind=CallKind.CLIENT,
                 tool=call["name"] or call["type"], arguments=out.redact.dumps(call["arguments"]),
                 arguments_text=out.redact.text(call["arguments_text"]), complete=1,
                 called_at=at, item_id=call["item_id"], namespace=call["namespace"],
@@ -173,7 +173,7 @@ class ResponsesSide:
         socket = self.sockets.get(flow_id)
         event = loads_or_none(text)
         if socket is None:  # not a socket of this protocol
-            self.out.raw(flow_id, at, "ws:client" if from_client else "ws:server", 1,
+            self.out.raw(flow_id, at, RawKind.frame(from_client), 1,
                          self.out.redact.text(text))  # fmt: skip
             return
         if not isinstance(event, dict):  # not a frame of this protocol: kept in its place
@@ -194,7 +194,7 @@ class ResponsesSide:
     ) -> None:  # fmt: skip
         """A frame as one raw row of the socket, through its stream redaction (the frame as one
         event; `strings`: what it did to the strings of its response)."""
-        kind = "ws:client" if from_client else "ws:server"
+        kind = RawKind.frame(from_client)
         out, flow_id, index = self.out, socket.flow_id, socket.frames
         socket.frames += 1
         seq = out.reserve(flow_id)
@@ -211,7 +211,7 @@ class ResponsesSide:
         at: float,
     ) -> None:  # fmt: skip
         self._keep_frame(socket, True, text, at)
-        if kind == "response.create":  # a request: the fields of a POST body
+        if kind == RESPONSE_CREATE:  # a request: the fields of a POST body
             turn = socket.turn()
             streaming, waiting = socket.streaming.get(lane), socket.waiting.get(lane)
             busy = streaming[0] if streaming is not None else (waiting[-1] if waiting else None)
@@ -228,7 +228,7 @@ class ResponsesSide:
     ) -> None:  # fmt: skip
         if kind == "response.created":
             if lane in socket.streaming:  # never ended: over, with what it said
-                self._socket_turn_over(socket, lane, None, "interrupted: a new response", at)
+                self._socket_turn_over(socket, lane, None, Outcome.NEW_RESPONSE, at)
             if socket.waiting.get(lane):
                 turn = socket.waiting[lane].popleft()
             else:  # a response no create asked for: the successor of a steered one
@@ -251,9 +251,9 @@ class ResponsesSide:
             if waiting:  # a create was refused: while one streams, the newest (refused at once)
                 turn = waiting.pop() if streaming is not None else waiting.popleft()
                 out.put(FlowRow(turn, status=status, response_body=out.redact.dumps(event),
-                                ended_at=at, outcome="error"))  # fmt: skip
+                                ended_at=at, outcome=Outcome.ERROR))  # fmt: skip
             elif streaming is not None:
-                self._socket_turn_over(socket, lane, status, "error", at, event)
+                self._socket_turn_over(socket, lane, status, Outcome.ERROR, at, event)
 
     def _steering(self, event: dict[str, Any], kind: str) -> None:
         """Mid-turn steering: the client's `response.steer` and the server's answer to it."""
@@ -273,10 +273,10 @@ class ResponsesSide:
             return
         socket.redaction.flush()
         for lane in list(socket.streaming):
-            self._socket_turn_over(socket, lane, None, "interrupted: the socket closed", at)
+            self._socket_turn_over(socket, lane, None, Outcome.SOCKET_CUT, at)
         for waiting in socket.waiting.values():
             for turn in waiting:
-                self.out.put(FlowRow(turn, ended_at=at, outcome="unanswered: the socket closed"))
+                self.out.put(FlowRow(turn, ended_at=at, outcome=Outcome.UNANSWERED))
 
     def _turn(self, socket: Socket, turn: str, at: float, create: dict[str, Any] | None) -> None:
         """A socket's turn as a flow of its own (see the module's docstring)."""
@@ -286,11 +286,11 @@ class ResponsesSide:
             client=socket.client,
             request_body=None if create is None else self.out.redact.dumps(create),
             turn_id=socket.flow_id, started_at=at,
-            source=SOCKET_TURN,
+            source=Source.SOCKET,
         ))  # fmt: skip
 
     def _socket_turn_over(
-        self, socket: Socket, lane: str | None, status: int | None, outcome: str, at: float,
+        self, socket: Socket, lane: str | None, status: int | None, outcome: Outcome, at: float,
         error: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         turn, decoder = socket.streaming.pop(lane)

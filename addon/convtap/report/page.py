@@ -237,7 +237,7 @@ class Summary:
 
     @classmethod
     def of(cls, capture: sqlite_utils.Database) -> Summary:
-        severities = dict.fromkeys(SEVERITIES, 0)
+        severities: dict[str, int] = dict.fromkeys(SEVERITIES, 0)
         rules = []
         for rule, severity, n in queries.findings_by_rule(capture):
             severities[severity] = severities.get(severity, 0) + n

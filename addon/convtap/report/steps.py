@@ -40,6 +40,7 @@ import sqlite_utils
 from convtap.contract.registry import registry
 from convtap.ingest.responses_text import item_line, request_lines
 from convtap.store import timeline_queries as queries
+from convtap.vocab import CallKind, Endpoint, WireProtocol
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import ResponsesStream, qualified_name
 
@@ -70,7 +71,7 @@ def build_steps(capture: sqlite_utils.Database, steps: Iterable[str]) -> dict[St
         heads[(turn["conv"], turn["step"])] = _turn_head(turn)
     flows = {flow["step"]: flow for flow in rows["flows"]}
     for flow in flows.values():
-        if flow["kind"] == "responses" and flow["previous"] is not None:
+        if flow["kind"] == Endpoint.RESPONSES and flow["previous"] is not None:
             heads.setdefault((flow["previous"], flow["step"]), _flow_head(capture, flow))
     calls = [m["call_id"] for m in rows["messages"] if m["call_id"]]
     calls += [c["call_id"] for c in rows["calls"]]
@@ -136,7 +137,7 @@ def _flow_head(capture: sqlite_utils.Database, flow: Row) -> Step:
     head = {"client": flow["client"], "started": flow["started_at"], "status": flow["status"],
             "outcome": flow["outcome"], "failure": flow["failure"]}  # fmt: skip
     kind = str(flow["kind"] or "request")
-    exchange = _exchange(capture, flow) if kind == "responses" else []
+    exchange = _exchange(capture, flow) if kind == Endpoint.RESPONSES else []
     return {"kind": kind, "at": flow["started_at"], "h": _pruned(head), "x": exchange or None}
 
 
@@ -219,7 +220,8 @@ def _call(
     item: dict[str, Any] = {
         "t": "c", "id": call["call_id"], "proto": call["protocol"], "tool": call["tool"],
         "kind": call["kind"], "to": call["recipient"], "item": call["item_id"],
-        "name": name if call["protocol"] == "responses" else None, "at": call["called_at"],
+        "name": name if call["protocol"] == WireProtocol.RESPONSES else None,
+        "at": call["called_at"],
         "args": call["arguments"] or call["arguments_text"] or None,
         "json": bool(call["arguments"]) or None, "life": life, "r": returns, "f": loose or None,
         "srv": _server_run(call) or None,
@@ -230,19 +232,21 @@ def _call(
 def _server_run(call: Row) -> bool:
     """A tool the server runs inside the stream (`web.run`, `python`, an app's function): no
     return is owed by the client (docs/protocol.md, "Local tool calls")."""
-    return call["protocol"] != "responses" and call["kind"] not in (None, "local")
+    return call["protocol"] != WireProtocol.RESPONSES and call["kind"] not in (None, CallKind.LOCAL)
 
 
 def _accepted_at(r: Row) -> float | None:
     """The first sign the server took a return: its continuation completed, it showed in the
     conversation tree, or (Responses) the request carrying it was answered."""
     seen = [r["node_seen_at"], r["turn_ended_at"] if r["stream_complete"] else None,
-            r["flow_ended_at"] if r["protocol"] == "responses" else None]  # fmt: skip
+            r["flow_ended_at"] if r["protocol"] == WireProtocol.RESPONSES else None]  # fmt: skip
     return min((at for at in seen if at is not None), default=None)
 
 
 def _continued_at(r: Row) -> float | None:
-    at: float | None = r["flow_ended_at"] if r["protocol"] == "responses" else r["turn_ended_at"]
+    at: float | None = (
+        r["flow_ended_at"] if r["protocol"] == WireProtocol.RESPONSES else r["turn_ended_at"]
+    )
     return at
 
 

@@ -10,6 +10,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from convtap.vocab import CallKind, sql
+
 APPLICATION_ID = 0x636F6E76  # "conv": `PRAGMA application_id` of every convtap capture
 # What a capture made before the application id was set always has.
 CAPTURE_TABLES = frozenset({"flows", "events", "turns", "tool_calls", "tool_returns", "findings"})
@@ -27,10 +29,10 @@ QUERIES: dict[str, dict[str, str]] = {
         "title": "Open calls: calls the client must answer that got no return or output",
         "description": "f/conversation local calls and Responses API client calls (function, "
         "custom, tool search, …) with no return paired to them, the newest first.",
-        "sql": """select call_id, protocol, tool, namespace, conversation_id,
+        "sql": f"""select call_id, protocol, tool, namespace, conversation_id,
   datetime(called_at, 'unixepoch') as called_at, complete
 from call_ledger
-where kind in ('local', 'client') and not answered
+where kind in ({sql(CallKind.LOCAL, CallKind.CLIENT)}) and not answered
 order by called_at desc""",
     },
     "unaccepted_returns": {

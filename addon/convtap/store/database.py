@@ -1,6 +1,6 @@
-"""The capture database: opening it (migrated to `store_schema`), one batching writer, and the
-reads commands share. With `store_schema` and `report_queries` (what the report reads), the
-only modules that speak SQL.
+"""The capture database: one batching writer, the findings table made anew and what a rebuild
+clears; opening a capture (`store.opening`) and the reads commands share (`store.reads`) are
+given here too. With the other modules of `store/`, the only ones that speak SQL.
 
 One SQLite file per capture, WAL mode, mode 0600. Rows arrive already redacted. Writes go through
 one `Writer` that commits in batches, each with the journal position the rows derive from, so a
@@ -12,33 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import heapq
-import os
 import re
 import sqlite3
-import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from convtap.contract.happenings import (
-    Call,
-    CallMade,
-    ClientCallsMade,
-    ConversationRequest,
-    Happening,
-    MessagesShown,
-    Prepared,
-    RequestRefused,
-    ResponsesRequest,
-    SocketTurn,
-    is_refusal,
-)
-from convtap.store.canned import APPLICATION_ID, is_capture
-from convtap.store.check import check_capture
+from convtap.store.canned import APPLICATION_ID as APPLICATION_ID
 from convtap.store.compact import (
     add_sql_functions,
     event_columns,
@@ -49,313 +32,77 @@ from convtap.store.compact import event_is_utf8 as event_is_utf8
 from convtap.store.compact import event_text as event_text
 from convtap.store.errors import DamagedCapture as DamagedCapture
 from convtap.store.errors import StoreError as StoreError
+from convtap.store.errors import StoreFull as StoreFull
+from convtap.store.opening import (  # opening a capture, given here too
+    BUSY_TIMEOUT as BUSY_TIMEOUT,
+)
+from convtap.store.opening import (
+    PAGE_SIZE as PAGE_SIZE,
+)
+from convtap.store.opening import (
+    check_database as check_database,
+)
+from convtap.store.opening import (
+    close as close,
+)
+from convtap.store.opening import (
+    connect as connect,
+)
+from convtap.store.opening import (
+    index_text as index_text,
+)
+from convtap.store.opening import (
+    journal_position as journal_position,
+)
+from convtap.store.opening import (
+    open_readonly as open_readonly,
+)
+from convtap.store.opening import (
+    remove_if_empty as remove_if_empty,
+)
+from convtap.store.opening import (
+    writable as writable,
+)
+from convtap.store.opening import write_lock
+from convtap.store.reads import (
+    SOCKET_TURN as SOCKET_TURN,
+)
+from convtap.store.reads import (
+    audit_timeline as audit_timeline,
+)
+from convtap.store.reads import (
+    call_from_row as call_from_row,
+)
+from convtap.store.reads import (  # the reads, given here too
+    call_ledger as call_ledger,
+)
+from convtap.store.reads import (
+    count_calls as count_calls,
+)
+from convtap.store.reads import (
+    flow_ids as flow_ids,
+)
+from convtap.store.reads import (
+    iter_events as iter_events,
+)
+from convtap.store.reads import (
+    iter_flows as iter_flows,
+)
+from convtap.store.reads import (
+    iter_shape_rows as iter_shape_rows,
+)
+from convtap.store.reads import (
+    turn_conversations as turn_conversations,
+)
 from convtap.store.rows import UNSET, EventRow, FindingRow, MessageRow, Row
 from convtap.store.schema import (
     FINDING_CONVERSATION,
-    INDEX_BELOW,
-    INDEX_SLICE,
-    INDEX_TEXT,
     KEEP_ON_UPDATE,
     LINK,
-    MIGRATIONS,
-    SCHEMA_VERSION,
     TABLES,
 )
+from convtap.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from convtap.wire.jsonvalue import LONE_SURROGATE, dumps, loads_exact, loads_or_none
-from convtap.wire.session import Endpoint, read_turn_request
-
-
-class StoreFull(StoreError):
-    """The disk (or the file's size limit) is full: nothing more can be written."""
-
-
-# -- opening ---------------------------------------------------------------------------------------
-
-
-def index_text(db: sqlite_utils.Database, limit: int | None = None) -> bool:
-    """Bring the full-text index of message text up to date (one transaction), or only its
-    first `limit` rows waiting: whether any are still waiting afterwards."""
-    conn = db.conn
-    if conn.execute("SELECT 1 FROM [messages_fts_pending] LIMIT 1").fetchone() is None:
-        return False
-    with _write_lock(conn):
-        below = None if limit is None else conn.execute(INDEX_BELOW, (limit,)).fetchone()
-        if below is None:
-            for statement in INDEX_TEXT:
-                conn.execute(statement)
-            return False
-        for statement in INDEX_SLICE:
-            conn.execute(statement, below)
-    return True
-
-
-BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock
-PAGE_SIZE = 4096  # bytes, for a new database
-
-
-def connect(path: Path | str, *, create: bool = True) -> sqlite_utils.Database:
-    """Open a capture database to write into it, migrated to the current schema.
-
-    convtap writes only into a database it made: one carrying its schema marker, or a new file
-    (`create`), created mode 0600. Anything else, and a file it may not write, is refused
-    with a `StoreError`, before a byte of it changes. Several convtap processes may open the
-    same new database at once: the schema is made under SQLite's write lock.
-    """
-    path = Path(path)
-    _refuse_what_is_no_file(path)
-    if not path.exists():
-        if not create:
-            raise StoreError(f"no database at {path}")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Made 0600 before SQLite touches it; SQLite gives -wal and -shm the same mode.
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            pass  # another convtap process made it a moment ago: its lock orders us
-        except OSError as exc:
-            raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from exc
-    if not writable(path):
-        raise StoreError(f"{path} is read-only: convtap needs to write into it (and beside it)")
-    _check_is_ours(path, allow_empty=create)
-    # A SQLite file without tables is another's too, unless it is still empty: a convtap
-    # process that made it a moment ago writes the schema in its first transaction.
-    was_empty = path.stat().st_size == 0
-    try:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    try:
-        return _made_ready(conn, path, was_empty)
-    except BaseException:
-        conn.close()  # refused: SQLite's files beside it go with the connection
-        raise
-
-
-def _made_ready(conn: sqlite3.Connection, path: Path, was_empty: bool) -> sqlite_utils.Database:
-    """The capture checked and migrated under the write lock, then in WAL mode."""
-    try:
-        # 4 KiB pages, SQLite's own. Schema 2-4 made 8 KiB ones, for raw event rows of a 16 KiB
-        # network chunk each; compressed (schema 5) they are 2-3 KB, and a row's last overflow
-        # page is half empty on average: the database is 17 % smaller at 4 KiB for the same CPU
-        # (bench/recorder_bench.py). An existing database keeps its own page size.
-        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        add_sql_functions(conn)
-        db = sqlite_utils.Database(conn)
-        with _write_lock(conn):
-            version = _version(db)
-            if version == 0 and not (was_empty and not db.table_names()):
-                raise StoreError(f"{path} is not a convtap capture")
-            if version and not is_capture(db.conn):
-                raise StoreError(f"{path} is not a convtap capture")
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}"
-                )
-            if version:  # before a byte changes: one convtap did not leave as it is, refused
-                check_capture(conn, path, version)
-            for migrate in MIGRATIONS[version:]:
-                migrate(db)
-            if version < SCHEMA_VERSION:
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                             ("schema_version", str(SCHEMA_VERSION)))  # fmt: skip
-            if _application_id(db) != APPLICATION_ID:  # new, or made by an earlier convtap
-                conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        # WAL only once the file is known to be ours (it rewrites the header); a pending
-        # statement would make every later query of sqlite-utils fetch all its rows at once.
-        _switch_to_wal(conn)
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint=10000")  # fewer, larger checkpoints
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc):
-            raise StoreError(
-                f"{path} is locked by another process (waited {BUSY_TIMEOUT:.0f} s): try again "
-                "once it is done"
-            ) from exc
-        if "full" in str(exc) or _no_space(path):  # SQLite says "disk I/O error" for its -shm
-            raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
-        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    return db
-
-
-def _switch_to_wal(conn: sqlite3.Connection) -> None:
-    """WAL mode, waiting as for any write: switching needs the database to itself a moment, and
-    SQLite's busy timeout does not wait for that (another convtap process opening it too)."""
-    deadline = time.monotonic() + BUSY_TIMEOUT
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode=WAL").fetchall()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _refuse_what_is_no_file(path: Path) -> None:
-    """A directory, FIFO or device is no database (opening a FIFO would wait for a writer), and
-    a symlink to nothing or in a loop is not made into one."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise StoreError(f"{path} is a symlink to nothing, not a database") from None
-        return
-    except OSError as exc:
-        raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from exc
-    if stat.S_ISDIR(mode):
-        raise StoreError(f"{path} is a directory, not a database")
-    if not stat.S_ISREG(mode):
-        raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not a database")
-
-
-def writable(path: Path) -> bool:
-    """The file and its folder may be written, and the file is not marked read-only (its
-    owner's write bit is off: respected even by root, who could write anyway)."""
-    try:
-        owner_writes = bool(path.stat().st_mode & stat.S_IWUSR)
-    except OSError:
-        return False
-    return owner_writes and os.access(path, os.R_OK | os.W_OK) and os.access(path.parent, os.W_OK)
-
-
-def check_database(path: Path | str) -> None:
-    """Refuse, before anything listens, a database convtap may not record into (made if new)."""
-    close(connect(path))
-
-
-def close(db: sqlite_utils.Database) -> None:
-    """Close a connection that wrote into a capture, what it wrote checkpointed into the
-    database file first: the `.db` alone then holds the capture (a copy of it, a CI artifact),
-    whoever still has it open. SQLite checkpoints only when the last connection closes, so a
-    reader open meanwhile (the live page, Datasette) would leave the rows in the `-wal` beside
-    it. The checkpoint waits for readers in a transaction (up to `BUSY_TIMEOUT`); one that
-    cannot be made leaves the rows in the `-wal`, where SQLite reads them as ever."""
-    try:
-        if not db.conn.in_transaction:
-            db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    except sqlite3.Error:
-        pass
-    finally:
-        db.conn.close()
-
-
-def open_readonly(path: Path | str) -> sqlite_utils.Database:
-    """Open a capture only to read it: nothing in or beside the file is changed."""
-    path = Path(path)
-    if not path.is_file():
-        raise StoreError(f"no database at {path}")
-    _check_is_ours(path, allow_empty=False)
-    # Nobody writing it (no WAL beside it): immutable, so that SQLite makes no side file either.
-    quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{quiet}", uri=True,
-                               check_same_thread=False, timeout=BUSY_TIMEOUT)  # fmt: skip
-        add_sql_functions(conn)
-        db = sqlite_utils.Database(conn)
-        version = _version(db)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    if version == 0 or not is_capture(db.conn):
-        conn.close()
-        raise StoreError(f"{path} is not a convtap capture")
-    if version > SCHEMA_VERSION:
-        conn.close()
-        raise StoreError(f"{path} has schema {version}; this convtap knows up to {SCHEMA_VERSION}")
-    try:
-        check_capture(conn, path, version)
-    except (StoreError, sqlite3.DatabaseError) as exc:
-        conn.close()
-        if isinstance(exc, StoreError):
-            raise
-        raise StoreError(f"{path} is not a usable SQLite database ({exc})") from exc
-    return db
-
-
-def journal_position(db: sqlite_utils.Database) -> str | None:
-    """Where the recorder has committed its journal up to (`committed;low`), if it has."""
-    row = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()
-    return str(row[0]) if row else None
-
-
-def reader_beside(writer: Writer) -> sqlite_utils.Database:
-    """Another connection to the database `writer` writes, for a query that reads much: its sorts
-    spill to temporary files as SQLite's do, where the writer's connection would hold them in
-    memory (its temp_store). Opened by SQLite alone, which keeps the writer's locks (a file this
-    process opened and closed itself would drop them)."""
-    conn = sqlite3.connect(writer.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
-    add_sql_functions(conn)
-    return sqlite_utils.Database(conn)
-
-
-def _check_is_ours(path: Path, *, allow_empty: bool) -> None:
-    """Refuse what is not SQLite at all by its first bytes, before SQLite opens it."""
-    with path.open("rb") as handle:
-        header = handle.read(16)
-    if not header:
-        if allow_empty:
-            return
-        raise StoreError(f"{path} is empty, not a convtap capture")
-    if header != b"SQLite format 3\x00":
-        raise StoreError(f"{path} is not a SQLite database")
-
-
-@contextlib.contextmanager
-def _write_lock(conn: sqlite3.Connection) -> Iterator[None]:
-    """An immediate transaction: the write lock is taken before anything is read. Inside a
-    transaction already open (`Writer.whole`), a savepoint of it."""
-    if conn.in_transaction:
-        conn.execute("SAVEPOINT part")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK TO part")
-            conn.execute("RELEASE part")
-            raise
-        conn.execute("RELEASE part")
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.rollback()
-        raise
-    conn.commit()
-
-
-def remove_if_empty(path: Path) -> bool:
-    """Remove a capture (and its -wal, -shm) that holds no flow, checked under SQLite's
-    exclusive lock so that no other process's committed rows can go with it; True when it was
-    removed. For a new capture a command made and then had nothing to put in."""
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
-    except sqlite3.Error:
-        return False
-    try:
-        conn.execute("BEGIN EXCLUSIVE")
-        empty = bool(conn.execute("SELECT count(*) FROM flows").fetchone()[0] == 0)
-        if empty:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        conn.execute("ROLLBACK")
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.close()
-    return empty
-
-
-def _application_id(db: sqlite_utils.Database) -> int:
-    return int(db.execute("PRAGMA application_id").fetchone()[0])
-
-
-def _version(db: sqlite_utils.Database) -> int:
-    if "meta" not in db.table_names():
-        return 0
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row and str(row[0]).isdigit() else 0
-
 
 # -- writing ---------------------------------------------------------------------------------------
 
@@ -477,7 +224,7 @@ class Writer:
         # with "database is locked", however long the timeout.
         conn = self.db.conn
         try:
-            with _write_lock(conn):
+            with write_lock(conn):
                 for row in rows:
                     self._write(row)
                 for statement in LINK:
@@ -494,7 +241,7 @@ class Writer:
                 self._write_alone(row)
             if position is not None:
                 try:
-                    with _write_lock(conn):
+                    with write_lock(conn):
                         conn.execute(_POSITION, (position,))
                 except sqlite3.Error as again:
                     _raise_if_full(again, self.path)
@@ -523,7 +270,7 @@ class Writer:
         """One row in a transaction of its own; one that cannot be written is told on its flow
         (and in `failures`), never dropped in silence."""
         try:
-            with _write_lock(self.db.conn):
+            with write_lock(self.db.conn):
                 self._write(row)
         except (sqlite3.Error, OverflowError) as exc:
             if isinstance(exc, sqlite3.Error):
@@ -533,7 +280,7 @@ class Writer:
             flow = row.flow()
             if flow is None:
                 return
-            with contextlib.suppress(sqlite3.Error), _write_lock(self.db.conn):
+            with contextlib.suppress(sqlite3.Error), write_lock(self.db.conn):
                 self.db.conn.execute(_FAILURE, (flow, detail[:FAILURE_KEPT]))
 
 
@@ -574,13 +321,6 @@ def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(LONE_SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for v in values)
 
 
-def _no_space(path: Path) -> bool:
-    try:
-        return os.statvfs(path.parent).f_bavail == 0
-    except OSError:
-        return False
-
-
 def _raise_if_full(exc: sqlite3.Error, path: Path) -> None:
     if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
         raise StoreFull(f"cannot write into {path}: the disk is full ({exc})") from exc
@@ -608,137 +348,17 @@ def insert_sql(kind: str, table: str, columns: tuple[str, ...]) -> str:
     return f'INSERT INTO "{table}" ({names}) VALUES ({marks}) ON CONFLICT ({conflict}) {action}'
 
 
-# -- reading ---------------------------------------------------------------------------------------
+def reader_beside(writer: Writer) -> sqlite_utils.Database:
+    """Another connection to the database `writer` writes, for a query that reads much: its sorts
+    spill to temporary files as SQLite's do, where the writer's connection would hold them in
+    memory (its temp_store). Opened by SQLite alone, which keeps the writer's locks (a file this
+    process opened and closed itself would drop them)."""
+    conn = sqlite3.connect(writer.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
+    add_sql_functions(conn)
+    return sqlite_utils.Database(conn)
 
 
-def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    return list(db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id"))
-
-
-def flow_ids(db: sqlite_utils.Database) -> set[str]:
-    """The ids of the flows a database holds (an import skips them). Read through the
-    connection the process writes with: opening the file again and closing it would drop
-    that connection's POSIX locks, and another process could then delete the WAL under it."""
-    return {row[0] for row in db.execute("SELECT id FROM flows")}
-
-
-# `flows.source` of a Responses API turn made over a WebSocket (one `response.create` and the
-# response that answers it): derived from the socket flow's frames, never replayed or exported
-# by itself.
-SOCKET_TURN = "socket"
-
-
-def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """The flows that came over the wire, in time order (not the turns derived from a socket)."""
-    yield from db.query(
-        "SELECT * FROM flows WHERE source IS NOT ? ORDER BY started_at, rowid", [SOCKET_TURN]
-    )
-
-
-def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:
-    yield from db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id])
-
-
-def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
-    """What `convtap audit` feeds the auditor: the happenings the recorder fed it live, read back
-    from the capture, streamed in time order. At the same instant (an imported `.sse` body's
-    request, calls and messages share one), flows come in the order they were stored, and within
-    a flow its prepare or request comes first, then its calls, then the message ids its stream
-    showed (the order of `_TIMELINE`)."""
-
-    def stream(order: int, sql: str) -> Iterator[tuple[float, int, int, dict[str, Any]]]:
-        for row in db.query(f"{sql} ORDER BY at, rank"):
-            yield row["at"] or 0.0, row["rank"], order, row
-
-    sources = [stream(order, sql) for order, (sql, _) in enumerate(_TIMELINE)]
-    for at, _, order, row in heapq.merge(*sources, key=lambda r: r[:3]):
-        yield from _TIMELINE[order][1](db, at, row)
-
-
-def _prepared(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
-    body = loads_or_none(_request_body(db, row["rank"]))
-    conversation = body.get("conversation_id") if isinstance(body, dict) else None
-    yield Prepared(conversation if isinstance(conversation, str) else None, at)
-
-
-def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
-    body = loads_or_none(_request_body(db, row["rank"]))
-    if row["kind"] != Endpoint.CONVERSATION:
-        if row["source"] == SOCKET_TURN:  # a socket's turn: its flow names the socket
-            yield SocketTurn(row["id"], row["turn_id"], body, at, row["ended_at"])
-        yield ResponsesRequest(row["id"], body, at)
-        if row["conversation_id"] is not None:  # the response that answered it, known before
-            yield ClientCallsMade(row["id"], row["conversation_id"], (), at)  # its calls come
-        return
-    yield ConversationRequest(row["id"], body, read_turn_request(body), at)
-    if is_refusal(row["status"]):
-        yield RequestRefused(row["id"])
-
-
-def _called(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
-    if row["protocol"] == "responses":
-        call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
-                "name": row["tool"], "execution": "client"}  # fmt: skip
-        yield ClientCallsMade(row["turn_id"], row["conversation_id"], (call,), at)
-    else:
-        yield CallMade(call_from_row(row))
-
-
-def _shown(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
-    yield MessagesShown(row["conversation_id"], (row["id"],))
-
-
-def _request_body(db: sqlite_utils.Database, rowid: int) -> Any:
-    """A flow's request body, read once its turn comes (sorted with them, they filled memory)."""
-    return db.execute("SELECT request_body FROM flows WHERE rowid = ?", (rowid,)).fetchone()[0]
-
-
-# The timeline's sources, in the order happenings of one instant and one flow come: each query
-# (its time `at` and the `rank` of the flow it belongs to) and what its rows stand for.
-_TIMELINE: list[
-    tuple[str, Callable[[sqlite_utils.Database, float, dict[str, Any]], Iterator[Happening]]]
-] = [
-    ("SELECT started_at AS at, rowid AS rank FROM flows WHERE kind = 'prepare'", _prepared),
-    ("SELECT started_at AS at, rowid AS rank, id, kind, status, conversation_id, turn_id, "
-     "source, ended_at FROM flows WHERE kind IN ('conversation', 'responses')", _requested),
-    ("SELECT c.called_at AS at, coalesce(f.rowid, 0) AS rank, c.* FROM tool_calls c "
-     "LEFT JOIN flows f ON f.id = c.turn_id", _called),
-    ("SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, m.conversation_id "
-     "FROM messages m LEFT JOIN flows f ON f.id = m.turn_id", _shown),
-]  # fmt: skip
-
-
-def call_from_row(row: dict[str, Any]) -> Call:
-    arguments = loads_or_none(row["arguments"])
-    return Call(
-        call_id=row["call_id"], recipient=row["recipient"] or "", kind=row["kind"] or "builtin",
-        tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
-        arguments_text=row["arguments_text"] or "", conversation_id=row["conversation_id"],
-        turn_id=row["turn_id"], at=row["called_at"] or 0.0,
-    )  # fmt: skip
-
-
-def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:
-    """What shape inference reads, streamed: request bodies, Responses answers sent as JSON,
-    final messages, raw events (in order within each flow, with the flow's kind); messages in
-    order of their turn."""
-    for row in db.query("SELECT kind, request_body, started_at FROM flows "
-                        "WHERE request_body IS NOT NULL"):  # fmt: skip
-        yield "request", row
-    for row in db.query("SELECT kind, response_body FROM flows "
-                        "WHERE response_body IS NOT NULL AND kind = 'responses'"):  # fmt: skip
-        yield "response", row  # a Responses answer not streamed: its JSON body
-    # every column: what `message_value` and `event_text` read differs by schema
-    for row in db.query("SELECT * FROM messages ORDER BY turn_id"):
-        yield "message", row
-    for row in db.query("SELECT e.*, f.kind AS flow_kind "
-                        "FROM events e LEFT JOIN flows f ON f.id = e.flow_id "
-                        "ORDER BY e.flow_id, e.seq"):  # fmt: skip
-        yield "event", row
-
-
-def count_calls(db: sqlite_utils.Database) -> int:
-    return int(db.execute("SELECT count(*) FROM tool_calls").fetchone()[0])
+# -- findings and what is derived ------------------------------------------------------------
 
 
 # What a finding is, for `replace_findings`: every column but its row id and when it was made.
@@ -752,7 +372,7 @@ def replace_findings(db: sqlite_utils.Database, rows: list[FindingRow]) -> None:
     it is (its id, its time): only what changed is deleted or added, so that a reader that
     follows the table (the live page) sees only the change."""
     keep: dict[tuple[Any, ...], list[int]] = {}
-    with _write_lock(db.conn):
+    with write_lock(db.conn):
         for found in db.execute(f"SELECT id, {', '.join(_FINDING_KEY)} FROM findings"):
             keep.setdefault(tuple(found[1:]), []).append(found[0])
         for row in rows:
@@ -783,22 +403,12 @@ def findings_behind(db: sqlite_utils.Database) -> bool:
 
 
 def mark_findings_behind(db: sqlite_utils.Database, behind: bool = True) -> None:
-    with _write_lock(db.conn):
+    with write_lock(db.conn):
         if behind:
             sql = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')"
         else:
             sql = "DELETE FROM meta WHERE key = ?"
         db.execute(sql, [_FINDINGS_BEHIND])
-
-
-def turn_conversations(db: sqlite_utils.Database, turn_ids: set[str]) -> dict[str, str]:
-    """The conversation the server assigned to each of these turns (those it named one)."""
-    found: dict[str, str] = {}
-    for turn_id in turn_ids:
-        row = db.execute("SELECT conversation_id FROM turns WHERE id = ?", [turn_id]).fetchone()
-        if row is not None and row[0] is not None:
-            found[turn_id] = row[0]
-    return found
 
 
 DERIVED = (
@@ -815,7 +425,7 @@ DERIVED = (
 
 def clear_derived(db: sqlite_utils.Database) -> None:
     """Before `convtap reprocess`: drop what the decoder derived, keep flows and raw events."""
-    with _write_lock(db.conn):
+    with write_lock(db.conn):
         for table in DERIVED:
             db.execute(f'DELETE FROM "{table}"')
         db.execute("DELETE FROM [messages_fts_pending]")

@@ -15,3 +15,7 @@ class DamagedRow(StoreError):
 class DamagedCapture(StoreError):
     """A capture that is not as convtap left it (edited by hand, damaged): which table, column
     and row is said, and nothing is read or changed."""
+
+
+class StoreFull(StoreError):
+    """The disk (or the file's size limit) is full: nothing more can be written."""

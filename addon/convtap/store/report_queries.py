@@ -14,7 +14,14 @@ from typing import Any
 
 import sqlite_utils
 
+from convtap.vocab import Endpoint, RawKind, WireProtocol, sql
+
 # -- the summary and the lists ---------------------------------------------------------------
+
+
+# The vocabulary's words as SQL literals.
+_RESPONSES, _SSE = sql(Endpoint.RESPONSES), sql(RawKind.SSE)
+_BY_API = sql(WireProtocol.RESPONSES)  # a call's or a return's protocol
 
 
 def summary_counts(capture: sqlite_utils.Database) -> dict[str, int]:
@@ -31,7 +38,7 @@ def summary_counts(capture: sqlite_utils.Database) -> dict[str, int]:
         "turns": count("SELECT count(*) FROM turns"),
         "conversations": count(CONVERSATION_COUNT),
         "calls": count("SELECT count(*) FROM tool_calls"),
-        "responses_calls": count("SELECT count(*) FROM tool_calls WHERE protocol = 'responses'"),
+        "responses_calls": count(f"SELECT count(*) FROM tool_calls WHERE protocol = {_BY_API}"),
         "returns": count("SELECT count(*) FROM tool_returns"),
         "answered": int(answered or 0),
         "accepted": int(accepted or 0),
@@ -79,9 +86,9 @@ CLIENTS = """SELECT client, sum(source = 'flow'), sum(source = 'turn') FROM (
 WHERE client IS NOT NULL GROUP BY client ORDER BY 2 DESC, 1"""
 
 # A Responses output's `tool` is its item type (function_call_output): no tool's name.
-TOOLS = """SELECT tool FROM tool_calls WHERE tool IS NOT NULL
+TOOLS = f"""SELECT tool FROM tool_calls WHERE tool IS NOT NULL
 UNION SELECT tool FROM tool_returns WHERE call_id IS NULL AND tool IS NOT NULL
-    AND protocol IS NOT 'responses' ORDER BY 1"""
+    AND protocol IS NOT {_BY_API} ORDER BY 1"""
 
 ERRORS = """(CASE WHEN json_valid(t.errors) AND json_type(t.errors) = 'array'
     THEN t.errors ELSE '[]' END)"""
@@ -107,7 +114,7 @@ CONVERSATION_COUNT = f"""SELECT count(*) FROM (
     SELECT conversation_id AS key FROM turns UNION SELECT conversation_id FROM messages
     UNION SELECT conversation_id FROM tool_calls UNION SELECT conversation_id FROM tool_returns
     UNION SELECT conversation_id FROM findings
-    UNION SELECT {PREVIOUS} FROM flows f WHERE f.kind = 'responses'
+    UNION SELECT {PREVIOUS} FROM flows f WHERE f.kind = {_RESPONSES}
 ) WHERE key IS NOT NULL AND key != ''"""
 
 
@@ -166,9 +173,9 @@ SELECT f.id, 'responses', f.started_at, f.ended_at, {FIRST_EVENT.format("f.id")}
     CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
          THEN json_extract(f.response_body, '$.usage') END,
     (SELECT {{event_text}} AS usage_event FROM events e
-     WHERE e.flow_id = f.id AND e.event = 'sse' AND usage_event LIKE '%"usage"%'
+     WHERE e.flow_id = f.id AND e.event = {_SSE} AND usage_event LIKE '%"usage"%'
      ORDER BY e.seq DESC LIMIT 1)
-FROM flows f WHERE f.kind = 'responses'"""
+FROM flows f WHERE f.kind = {_RESPONSES}"""
 
 # A finding happened when the request it was found in started (an audit rewrites created_at).
 ACTIVITY = """SELECT called_at AS at, 'call' AS what FROM tool_calls WHERE called_at IS NOT NULL

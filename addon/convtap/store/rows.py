@@ -13,9 +13,17 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from convtap.store.schema import TABLES
+from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source, WireProtocol
+
+if TYPE_CHECKING:
+    from convtap.contract.registry import Finding
+
+# The vocabulary's words are stored as their text.
+_STORED_AS = {w.__name__: "str" for w in (CallKind, Endpoint, Outcome, WireProtocol, RawKind,
+                                          Severity, Source)}  # fmt: skip
 
 
 class _Unset:
@@ -51,7 +59,7 @@ class Row:
 class FlowRow(Row):
     TABLE = "flows"
     id: str
-    kind: str | None = UNSET
+    kind: Endpoint | None = UNSET
     method: str | None = UNSET
     url: str | None = UNSET
     host: str | None = UNSET
@@ -66,8 +74,8 @@ class FlowRow(Row):
     turn_id: str | None = UNSET
     started_at: float | None = UNSET
     ended_at: float | None = UNSET
-    outcome: str | None = UNSET
-    source: str | None = UNSET
+    outcome: Outcome | str | None = UNSET
+    source: Source | None = UNSET
     failure: str | None = UNSET
 
     FLOW = "id"
@@ -83,7 +91,7 @@ class EventRow(Row):
     flow_id: str
     seq: int
     at: float
-    event: str
+    event: RawKind
     count: int
     data: str | None  # its text; bytes that are not UTF-8 as lone surrogates (`surrogateescape`)
     raw: bytes | None = UNSET  # set by the store (`compact.event_columns`), with `data`
@@ -149,11 +157,11 @@ class MessageRow(Row):
 class ToolCallRow(Row):
     TABLE = "tool_calls"
     call_id: str
-    protocol: str
+    protocol: WireProtocol
     turn_id: str
     conversation_id: str | None
     recipient: str | None
-    kind: str | None
+    kind: CallKind | None
     tool: str | None
     arguments: str | None
     arguments_text: str | None
@@ -170,7 +178,7 @@ class ToolReturnRow(Row):
     TABLE = "tool_returns"
     FLOW = "flow_id"
     id: str
-    protocol: str
+    protocol: WireProtocol
     flow_id: str
     conversation_id: str | None
     message_id: str | None
@@ -201,7 +209,7 @@ class FindingRow(Row):
     KIND = "insert"
     FLOW = "flow_id"
     rule: str
-    severity: str
+    severity: Severity
     message: str
     conversation_id: str | None
     call_id: str | None
@@ -210,6 +218,16 @@ class FindingRow(Row):
     evidence: str | None
     created_at: float
     id: int | None = UNSET  # given by SQLite
+
+    @classmethod
+    def of(cls, finding: Finding, evidence: str | None, at: float) -> FindingRow:
+        """The row of a finding (`evidence`: its evidence as the row keeps it, as JSON)."""
+        where = finding.where
+        return cls(
+            rule=finding.rule, severity=finding.severity, message=finding.message,
+            conversation_id=where.conversation_id, call_id=where.call_id,
+            return_id=where.return_id, flow_id=where.flow_id, evidence=evidence, created_at=at,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +271,8 @@ def check_against_schema(row_type: type[Row]) -> None:
         raise TypeError(f"{row_type.__name__} does not match table {row_type.TABLE}: "
                         f"missing {sorted(missing)}, unknown {sorted(extra)}")  # fmt: skip
     for name, kind in columns.items():
-        if fields[name].split(" | ")[0] != kind.__name__:
+        first = fields[name].split(" | ")[0]
+        if _STORED_AS.get(first, first) != kind.__name__:
             raise TypeError(f"{row_type.__name__}.{name} is {fields[name]}, "
                             f"the column is {kind.__name__}")  # fmt: skip
 

@@ -9,6 +9,7 @@ from typing import Any
 import sqlite_utils
 
 from convtap.store.compact import event_columns, message_without_text
+from convtap.vocab import Outcome, WireProtocol, sql
 from convtap.wire.jsonvalue import dumps, loads_or_none
 from convtap.wire.turn import message_text
 
@@ -189,7 +190,8 @@ KEEP_ON_UPDATE = {
     "turns": {"started_at"},
 }
 
-CALL_LEDGER = """
+_RESPONSES, _COMPLETE = sql(WireProtocol.RESPONSES), sql(Outcome.COMPLETE)
+CALL_LEDGER = f"""
 CREATE VIEW IF NOT EXISTS call_ledger AS
 SELECT c.call_id, c.protocol, c.tool, c.namespace, c.kind, c.recipient, c.conversation_id,
        c.turn_id, c.called_at, c.complete, coalesce(r.message_id, r.id) AS return_id, r.returned_at,
@@ -197,18 +199,18 @@ SELECT c.call_id, c.protocol, c.tool, c.namespace, c.kind, c.recipient, c.conver
        r.id IS NOT NULL AND (t.stream_complete = 1 OR EXISTS (
            SELECT 1 FROM conversation_nodes n
            WHERE n.conversation_id = r.conversation_id AND n.node_id = r.message_id)
-           OR (r.protocol = 'responses' AND a.status = 200 AND a.outcome = 'complete'))
+           OR (r.protocol = {_RESPONSES} AND a.status = 200 AND a.outcome = {_COMPLETE}))
            AS accepted,
        r.id IS NOT NULL AND (EXISTS (
            SELECT 1 FROM messages m WHERE m.turn_id = r.flow_id AND m.role = 'assistant')
-           OR (r.protocol = 'responses' AND a.status = 200 AND a.outcome = 'complete'))
+           OR (r.protocol = {_RESPONSES} AND a.status = 200 AND a.outcome = {_COMPLETE}))
            AS continued,
        (SELECT count(*) FROM findings f WHERE f.call_id = c.call_id) AS findings
 FROM tool_calls c
 LEFT JOIN tool_returns r ON r.id = (
     SELECT id FROM tool_returns WHERE call_id = c.call_id ORDER BY returned_at, id LIMIT 1)
 LEFT JOIN turns t ON t.id = r.flow_id
-LEFT JOIN flows a ON a.id = r.flow_id AND r.protocol = 'responses'
+LEFT JOIN flows a ON a.id = r.flow_id AND r.protocol = {_RESPONSES}
 """
 
 INDEXES = [

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 import sqlite_utils
 
 from convtap.store.compact import event_text
+from convtap.vocab import Endpoint, RawKind, sql
 from convtap.wire.jsonvalue import dumps
 
 # (shadow table, capture table, the column it indexes)
@@ -62,6 +63,9 @@ def _extend(
 # -- the steps -------------------------------------------------------------------------------
 
 # A Responses request continues the response it names; its outputs answer that response's calls.
+# The vocabulary's words as SQL literals.
+_RESPONSES, _SSE = sql(Endpoint.RESPONSES), sql(RawKind.SSE)
+
 PREVIOUS = """(CASE WHEN json_valid(f.request_body)
     AND json_type(f.request_body, '$.previous_response_id') = 'text'
     THEN json_extract(f.request_body, '$.previous_response_id') END)"""
@@ -79,7 +83,7 @@ ORPHAN_OF_FINDING = f"""EXISTS (SELECT 1 FROM temp.convtap_returns_by_flow y
 STEP_KEYS = f"""WITH step AS (SELECT conv, step, min(at) AS first FROM (
     SELECT coalesce(conversation_id, '') AS conv, id AS step, started_at AS at FROM turns
     UNION ALL SELECT {PREVIOUS}, f.id, f.started_at FROM flows f
-        WHERE f.kind = 'responses' AND {PREVIOUS} IS NOT NULL
+        WHERE f.kind = {_RESPONSES} AND {PREVIOUS} IS NOT NULL
     UNION ALL SELECT coalesce(conversation_id, ''), coalesce(turn_id, ''), first_seen_at
         FROM messages
     UNION ALL SELECT coalesce(c.conversation_id, ''), coalesce(c.turn_id, ''), c.called_at
@@ -117,8 +121,8 @@ FROM turns t LEFT JOIN flows f ON f.id = t.id WHERE t.id {IN_STEPS}"""
 
 STEP_FLOWS = f"""SELECT f.id AS step, {PREVIOUS} AS previous, f.kind, f.client, f.started_at,
     f.ended_at, f.path, f.status, f.outcome, f.failure,
-    CASE WHEN f.kind = 'responses' THEN f.request_body END AS request_body,
-    CASE WHEN f.kind = 'responses' THEN f.response_body END AS response_body
+    CASE WHEN f.kind = {_RESPONSES} THEN f.request_body END AS request_body,
+    CASE WHEN f.kind = {_RESPONSES} THEN f.response_body END AS response_body
 FROM flows f WHERE f.id {IN_STEPS}"""
 
 STEP_MESSAGES = f"""SELECT x.k AS step, coalesce(m.conversation_id, '') AS conv, m.rowid AS row_id,
@@ -165,7 +169,7 @@ WHERE r.call_id {IN_CALLS} ORDER BY r.returned_at, r.id"""
 
 CALL_FINDINGS = f"SELECT * FROM findings WHERE call_id {IN_CALLS} ORDER BY id"
 
-EXCHANGE_EVENTS = "SELECT * FROM events WHERE flow_id = ? AND event = 'sse' ORDER BY seq"
+EXCHANGE_EVENTS = f"SELECT * FROM events WHERE flow_id = ? AND event = {_SSE} ORDER BY seq"
 
 
 def _query(capture: sqlite_utils.Database, sql: str, **lists: Iterable[str]) -> list[sqlite3.Row]:

@@ -16,12 +16,16 @@ from typing import Any
 import sqlite_utils
 
 from convtap.store.compact import event_text
+from convtap.vocab import Endpoint, RawKind, Source, sql
+
+# The vocabulary's words as SQL literals.
+_RESPONSES, _SOCKET = sql(Endpoint.RESPONSES), sql(Source.SOCKET)
 
 FIRST_EVENT = "(SELECT min(e.at) FROM events e WHERE e.flow_id = {})"
 # A turn of WebSocket mode has no events of its own: its first is the socket's first server
 # frame from the moment its create was sent.
-FIRST_FRAME = """(SELECT min(e.at) FROM events e WHERE e.flow_id = f.turn_id
-    AND e.event = 'ws:server' AND e.at >= f.started_at)"""
+FIRST_FRAME = f"""(SELECT min(e.at) FROM events e WHERE e.flow_id = f.turn_id
+    AND e.event = {sql(RawKind.WS_SERVER)} AND e.at >= f.started_at)"""
 FINISH = """(SELECT json_extract(m.json, '$.metadata.finish_details.type') FROM messages m
     WHERE m.turn_id = t.id AND m.role = 'assistant' AND json_valid(m.json)
     ORDER BY m.updated_at DESC LIMIT 1)"""
@@ -40,15 +44,15 @@ SELECT t.id, 'f/conversation' AS protocol,
     NULL AS output_tokens, NULL AS reasoning_tokens, NULL AS cost_usd, NULL AS pricing
 FROM turns t LEFT JOIN flows f ON f.id = t.id
 UNION ALL
-SELECT f.id, 'responses', CASE f.source WHEN 'socket' THEN 'websocket' ELSE 'http' END,
+SELECT f.id, 'responses', CASE f.source WHEN {_SOCKET} THEN 'websocket' ELSE 'http' END,
     {CONVERSATION}, json_extract(f.request_body, '$.model'), f.started_at, f.ended_at,
-    CASE f.source WHEN 'socket' THEN {FIRST_FRAME} ELSE {FIRST_EVENT.format("f.id")} END,
+    CASE f.source WHEN {_SOCKET} THEN {FIRST_FRAME} ELSE {FIRST_EVENT.format("f.id")} END,
     f.status, f.outcome, f.host, f.url, f.client,
     json_extract(f.request_body, '$.previous_response_id'),
-    CASE f.source WHEN 'socket' THEN 1 ELSE json_extract(f.request_body, '$.stream') END,
+    CASE f.source WHEN {_SOCKET} THEN 1 ELSE json_extract(f.request_body, '$.stream') END,
     u.response_id, u.model, u.finish_reason, u.input_tokens, u.cached_tokens, u.output_tokens,
     u.reasoning_tokens, u.cost_usd, u.pricing
-FROM flows f LEFT JOIN {{usage}} u ON u.flow_id = f.id WHERE f.kind = 'responses'
+FROM flows f LEFT JOIN {{usage}} u ON u.flow_id = f.id WHERE f.kind = {_RESPONSES}
 ) WHERE ended_at IS NOT NULL AND (:since IS NULL OR ended_at >= :since)
 ORDER BY started_at, id"""
 

@@ -50,13 +50,14 @@ from convtap.store.trace_queries import (
 )
 from convtap.telemetry import content as message_content
 from convtap.telemetry.cost import PROVIDER
+from convtap.vocab import WireProtocol
 from convtap.wire.bounded import Bounded
 from convtap.wire.responses import qualified_name
 
 NS = 1_000_000_000
 MEMO = 100_000  # flows whose trace is remembered (past it, asked of the capture again)
 # The calls' tables name f/conversation so; the spans as the turns' do.
-PROTOCOLS = {"f-conversation": "f/conversation"}
+PROTOCOLS = {WireProtocol.CONVERSATION: "f/conversation"}
 MAX_FINDINGS = 128  # events on one span (the SDK's own default limit)
 
 
@@ -163,7 +164,7 @@ def chat_span(
         "gen_ai.usage.cache_read.input_tokens": row["cached_tokens"],
         "gen_ai.usage.reasoning.output_tokens": row["reasoning_tokens"],
         "gen_ai.response.finish_reasons": _finish(row["finish_reason"]),
-        "openai.api.type": "responses" if row["protocol"] == "responses" else None,
+        "openai.api.type": "responses" if row["protocol"] == WireProtocol.RESPONSES else None,
         "user_agent.original": row["client"],
         "convtap.protocol": row["protocol"],
         "convtap.transport": row["transport"],
@@ -202,8 +203,8 @@ def tool_span(
 ) -> ReadableSpan:
     """The `execute_tool` span of an `answered_calls` row."""
     protocol = PROTOCOLS.get(row["protocol"], row["protocol"])
-    tool = row["tool"]
-    if row["protocol"] == "responses":
+    tool, responses = row["tool"], row["protocol"] == WireProtocol.RESPONSES
+    if responses:
         tool = qualified_name(row["namespace"], row["tool"]) or row["tool"]
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
@@ -213,7 +214,7 @@ def tool_span(
         "gen_ai.tool.type": "function",
         "convtap.protocol": protocol,
         "convtap.call.kind": row["kind"],
-        "convtap.call.type": row["recipient"] if row["protocol"] == "responses" else None,
+        "convtap.call.type": row["recipient"] if responses else None,
         "convtap.flow.id": row["return_flow_id"],
         **content,
     }

@@ -15,7 +15,10 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from convtap.vocab import DONE, MESSAGE_STREAM_COMPLETE, STREAM_HANDOFF, DecodeErrorKind
 from convtap.wire.bounded import Kept
+from convtap.wire.deltaops import MISSING, InvalidDelta, apply, patch, pointer
+from convtap.wire.deltaops import OPS as OPS  # the ops, named here too
 from convtap.wire.events import (
     ControlEvent,
     ConversationSeen,
@@ -27,10 +30,9 @@ from convtap.wire.events import (
     excerpt,
 )
 from convtap.wire.jsonvalue import JSON, loads
-from convtap.wire.provenance import Leaf, Pieces, Place, StringEvent, StringSources, V
+from convtap.wire.provenance import Pieces, StringEvent, StringSources, V
 from convtap.wire.sse import OVERSIZED, BareRun, EventRun, Frames, SSEEvent
 
-OPS = frozenset({"add", "replace", "remove", "append", "truncate", "patch"})
 MAX_KEPT = 1000  # typed events, other events and errors kept in memory (the rest are counted)
 MAX_MESSAGES = 10_000  # messages one turn may hold
 MAX_CHANNELS = 10_000  # roots (channels c) one turn may hold
@@ -40,21 +42,9 @@ TOO_LARGE = (
 )
 
 
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-
-
-class InvalidDelta(ValueError):
-    """A delta that cannot apply; the decoder turns it into a DecodeError."""
-
-
 _NONE: Sequence[DecoderEvent] = ()
 # Typed events that do more than being kept (`DeltaDecoder._object`).
-_OWN_WAY = frozenset({"stream_handoff", "message_stream_complete", "input_message"})
+_OWN_WAY = frozenset({STREAM_HANDOFF, MESSAGE_STREAM_COMPLETE, "input_message"})
 
 
 class _TypedRuns:
@@ -139,7 +129,7 @@ class DeltaDecoder:
         self.handoff: dict[str, JSON] | None = None  # the last stream_handoff event
         self._messages: dict[str, dict[str, JSON]] = {}
         self._status: dict[str, JSON] = {}
-        self._bounds_hit: set[str] = set()
+        self._bounds_hit: set[DecodeErrorKind] = set()
         self._changed = False  # the `feed_all` under way changed a message
         self.reset_state()
 
@@ -295,41 +285,45 @@ class DeltaDecoder:
             if self._pending_size <= MAX_STRING:
                 pending[2].append(value)
             elif not found:
-                found = self._bound(index + n, "value-too-large", TOO_LARGE)
+                found = self._bound(index + n, DecodeErrorKind.VALUE_TOO_LARGE, TOO_LARGE)
         return found
 
     def _feed_one(self, event: SSEEvent) -> Sequence[DecoderEvent]:
         index = self.event_index
         self.event_index += 1
         data = event.data
-        if data == "[DONE]":  # rule 8
+        if data == DONE:  # rule 8
             self.done = True
             return [StreamDone()]
         self.event_count += 1
         if event.event == OVERSIZED:  # the framing's bound: not kept, reported
             detail = f"an event of {data} bytes, over the limit; the stream goes on after it"
-            return self.record_error(index, "event-too-large", detail)
+            return self.record_error(index, DecodeErrorKind.EVENT_TOO_LARGE, detail)
         try:
             obj = loads(data)
         except ValueError as exc:
-            return self.record_error(index, "malformed-json", f"{event.event} event: {exc}")
+            return self.record_error(
+                index, DecodeErrorKind.MALFORMED_JSON, f"{event.event} event: {exc}"
+            )
         if event.event == "delta":  # rule 1: only `delta` events are deltas
             if type(obj) is not dict:
-                return self.record_error(index, "invalid-delta", "a delta must be a JSON object")
+                return self.record_error(
+                    index, DecodeErrorKind.INVALID_DELTA, "a delta must be a JSON object"
+                )
             if self._pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
                 return self._extend(index, [obj["v"]])  # rule 2: a bare frame
             return self._delta(index, obj)
         if event.event == "delta_encoding":
             if obj != "v1":
                 detail = f"unknown delta encoding {obj!r}"
-                return self.record_error(index, "unknown-encoding", detail)
+                return self.record_error(index, DecodeErrorKind.UNKNOWN_ENCODING, detail)
             self.encoding = "v1"
             self._flush()
             self.reset_state()
             return _NONE
         if type(obj) is not dict:
             detail = f"a {event.event} event that is not a JSON object: {excerpt(data, 80)}"
-            return self.record_error(index, "unexpected-value", detail)
+            return self.record_error(index, DecodeErrorKind.UNEXPECTED_VALUE, detail)
         return self._object(obj)
 
     # -- non-delta events (rules 7 and 9) -------------------------------------------------------
@@ -340,9 +334,9 @@ class DeltaDecoder:
         if isinstance(kind, str):
             self.events.append(obj)
             found.append(ControlEvent(obj))
-            if kind == "stream_handoff":
+            if kind == STREAM_HANDOFF:
                 self.handoff = obj
-            elif kind == "message_stream_complete":
+            elif kind == MESSAGE_STREAM_COMPLETE:
                 self.stream_complete = True
             elif kind == "input_message" and is_message(obj.get("input_message")):
                 found += self._register(obj["input_message"])  # a snapshot of the input
@@ -366,7 +360,7 @@ class DeltaDecoder:
         status = message.get("status")
         known = mid in self._messages
         if not known and len(self._messages) >= MAX_MESSAGES:
-            return self._bound(self.event_index - 1, "too-many-messages",
+            return self._bound(self.event_index - 1, DecodeErrorKind.TOO_MANY_MESSAGES,
                                f"more than {MAX_MESSAGES} messages in one turn; the rest are "
                                "kept in the raw events only")  # fmt: skip
         self._messages[mid] = message
@@ -376,14 +370,14 @@ class DeltaDecoder:
         self._changed = True
         return [MessageChanged(message)]
 
-    def _bound(self, index: int, kind: str, detail: str) -> Sequence[DecoderEvent]:
+    def _bound(self, index: int, kind: DecodeErrorKind, detail: str) -> Sequence[DecoderEvent]:
         """A bound reached: one decode error the first time, nothing after."""
         if kind in self._bounds_hit:
             return _NONE
         self._bounds_hit.add(kind)
         return self.record_error(index, kind, detail)
 
-    def record_error(self, index: int, kind: str, detail: str) -> list[DecoderEvent]:
+    def record_error(self, index: int, kind: DecodeErrorKind, detail: str) -> list[DecoderEvent]:
         error = DecodeError(index, kind, detail)
         self.errors.append(error)
         return [error]
@@ -406,7 +400,7 @@ class DeltaDecoder:
             if o == "patch":
                 mark = sources.mark(c) if sources is not None else None
                 try:
-                    root = _patch(self._roots.get(c, MISSING), p, value, (sources, c, index, V))
+                    root = patch(self._roots.get(c, MISSING), p, value, (sources, c, index, V))
                 except InvalidDelta:
                     if sources is not None and mark is not None:
                         sources.undo(c, mark)
@@ -417,7 +411,7 @@ class DeltaDecoder:
                 if c not in self._roots and len(self._roots) >= MAX_CHANNELS:
                     raise InvalidDelta(f"more than {MAX_CHANNELS} channels in one turn")
                 origin = (sources, c, index, V)
-                self._pending = _apply(self._roots, c, _pointer(p), o, value, origin)
+                self._pending = apply(self._roots, c, pointer(p), o, value, origin)
                 self._pending_string = sources.last if sources is not None else None
                 # the string's length so far: the bound is on what it grows to
                 self._pending_size = len(self._pending[2][0]) if self._pending else 0
@@ -425,7 +419,7 @@ class DeltaDecoder:
             # Rule 6, recorder's reading: the state (roots and sticky record) stays as it was.
             if self.sources is not None:
                 self.sources.refused(index, delta)
-            return self.record_error(index, "invalid-delta", f"{o} {p!r}: {exc}")
+            return self.record_error(index, DecodeErrorKind.INVALID_DELTA, f"{o} {p!r}: {exc}")
         self._record = (c, p, o)
         root = self._roots.get(c)
         if not isinstance(root, dict):
@@ -449,247 +443,3 @@ class DeltaDecoder:
     def _flush(self) -> None:
         self._materialize()
         self._pending = None
-
-
-def copied(value: JSON) -> JSON:
-    """A copy of a decoded JSON value (what `copy.deepcopy` makes of one: its containers new,
-    its scalars shared, since none can change), several times faster."""
-    if type(value) is dict:
-        return {key: copied(item) for key, item in value.items()}
-    if type(value) is list:
-        return [copied(item) for item in value]
-    return value
-
-
-def _pointer(path: str) -> list[str]:
-    """Rule 5: JSON Pointer (RFC 6901) segments; `~1` is decoded before `~0`."""
-    if path == "":
-        return []
-    if path[0] != "/":
-        raise InvalidDelta("a path must be empty or start with '/'")
-    return [s.replace("~1", "/").replace("~0", "~") for s in path[1:].split("/")]
-
-
-def _is_index(segment: str) -> bool:
-    return segment.isascii() and segment.isdigit()
-
-
-# Who applies an op, for `wire.provenance`: its sources (None: not followed), the channel, the
-# event and where its value sits in the event's data.
-Origin = tuple[StringSources | None, int, int, Leaf]
-
-
-def _patch(root: JSON, path: str, ops: JSON, origin: Origin) -> JSON:
-    """Rule 4 `patch`: sub-ops relative to the patch path, applied whole or not at all (the
-    caller undoes what `origin`'s sources were told when it raises)."""
-    if not isinstance(ops, list):
-        raise InvalidDelta("patch value must be a list of operations")
-    holder = {0: copied(root)} if root is not MISSING else {}
-    sources, channel, event, leaf = origin
-    for n, sub in enumerate(ops):
-        if not isinstance(sub, dict) or not isinstance(sub.get("p"), str) or "o" not in sub:
-            raise InvalidDelta(f"sub-op {n} needs its own p and o")  # they inherit nothing
-        o = sub["o"]
-        inner: Origin = (sources, channel, event, (*leaf, n, "v"))
-        if o == "patch":
-            holder[0] = _patch(holder.get(0, MISSING), path + sub["p"], sub.get("v", MISSING),
-                               inner)  # fmt: skip
-        elif isinstance(o, str) and o in OPS:
-            _apply(holder, 0, _pointer(path + sub["p"]), o, sub.get("v", MISSING), inner)
-        else:
-            raise InvalidDelta(f"sub-op {n}: unknown op {o!r}")
-    return holder.get(0, MISSING) if holder else MISSING
-
-
-def _apply(
-    roots: dict[int, JSON], channel: int, segments: list[str], op: str, value: JSON,
-    origin: Origin | None = None,
-) -> tuple[Any, Any, list[str]] | None:  # fmt: skip
-    """Apply one op, checking everything before changing anything so that a failure leaves the
-    state untouched. Returns the appended-to string's place when the op appended text."""
-    if value is MISSING and op != "remove":
-        raise InvalidDelta("missing value v")
-    keys: list[Any] = [channel, *segments]
-    container: Any = roots
-    depth = 0
-    while depth < len(keys) - 1:  # walk what exists
-        child = _get(container, keys[depth])
-        if child is MISSING or child is None:
-            break
-        if not isinstance(child, dict | list):
-            where = "/" + "/".join(segments[:depth])
-            raise InvalidDelta(f"{where} is a {_kind(child)}, not a container")
-        container = child
-        depth += 1
-    if depth < len(keys) - 1:
-        # Rule 5: create the missing containers, once we know the op can apply to a new one.
-        _check_bounds(container, keys[depth], remove=False)
-        for key in keys[depth + 1 :]:
-            _check_new_container_key(key)
-        _check_op(op, MISSING, value)
-        for key, next_key in zip(keys[depth:-1], keys[depth + 1 :], strict=True):
-            fresh: Any = [] if _is_index(next_key) or next_key == "-" else {}
-            _set(container, key, fresh)
-            container = fresh
-        target = MISSING
-    else:
-        target = _get(container, keys[-1])
-        _check_op(op, target, value)
-        if op in ("add", "replace", "remove") or target is MISSING:
-            _check_bounds(container, keys[-1], remove=op == "remove")
-    place = None
-    if origin is not None:  # the op will apply: its sources (when followed) are told
-        sources, shadow_channel, event, leaf = origin
-        if sources is not None:
-            place = sources.at(roots, channel, shadow_channel, segments, event, leaf)
-    return _perform(container, keys[-1], op, target, value, place)
-
-
-def _get(container: Any, key: Any) -> JSON:
-    if isinstance(container, dict):
-        return container.get(key, MISSING)
-    if not _is_index(key):
-        if key == "-":
-            return MISSING
-        raise InvalidDelta(f"{key!r} is not an array index")
-    index = int(key)
-    return container[index] if index < len(container) else MISSING
-
-
-def _check_bounds(container: Any, key: Any, *, remove: bool) -> None:
-    """An array index names an item, or (except for remove) the end of the array."""
-    if not isinstance(container, list):
-        return  # object keys: remove of a missing key is caught by _check_op
-    size = len(container)
-    if key == "-":
-        if remove:
-            raise InvalidDelta("'-' names no item to remove")
-        return
-    if int(key) > (size - 1 if remove else size):
-        raise InvalidDelta(f"index {key} is out of range for an array of {size}")
-
-
-def _check_new_container_key(key: str) -> None:
-    if not (_is_index(key) or key == "-"):
-        return  # an object key: a new {} takes it
-    if key not in ("0", "-"):
-        raise InvalidDelta(f"index {key} is out of range for a new array")
-
-
-def _check_op(op: str, target: JSON, value: JSON) -> None:
-    if op in ("add", "replace"):
-        return
-    if op == "remove":
-        if target is MISSING:
-            raise InvalidDelta("nothing to remove")
-    elif op == "append":
-        if isinstance(target, str):
-            if isinstance(value, dict | list):
-                raise InvalidDelta(f"cannot append a {_kind(value)} onto a string")
-        elif isinstance(target, dict):
-            if not isinstance(value, dict):
-                raise InvalidDelta(f"cannot append a {_kind(value)} onto an object")
-        elif not (isinstance(target, list) or target is MISSING or target is None):
-            raise InvalidDelta(f"cannot append onto a {_kind(target)}")
-    elif op == "truncate":
-        if type(value) is not int or value < 0:
-            raise InvalidDelta(f"truncate needs a non-negative integer, not {value!r}")
-        if not isinstance(target, str | list):
-            raise InvalidDelta(f"cannot truncate a {_kind(target)}")
-
-
-def _set(container: Any, key: Any, value: JSON) -> None:
-    if isinstance(container, dict):
-        container[key] = value
-    elif key == "-" or int(key) == len(container):
-        container.append(value)
-    else:
-        container[int(key)] = value
-
-
-def _perform(
-    container: Any, key: Any, op: str, target: JSON, value: JSON, place: Place | None
-) -> tuple[Any, Any, list[str]] | None:
-    """Rule 4, once _check_op and _check_settable have passed. `place` is told first (it reads
-    the state before the op)."""
-    is_list = isinstance(container, list)
-    if is_list:
-        key = len(container) if key == "-" else int(key)
-    if op == "add" and is_list:
-        if place is not None:
-            place.insert(value)
-        container.insert(key, value)  # on an array index, add inserts
-    elif op in ("add", "replace"):
-        if place is not None:
-            place.set(value)
-        _set(container, key, value)
-    elif op == "remove":
-        if place is not None:
-            place.remove()
-        del container[key]
-    elif op == "truncate":
-        kept = _utf16_prefix(target, value) if isinstance(target, str) else target[:value]
-        if place is not None:
-            if isinstance(kept, str):
-                place.truncate_text(len(kept))
-            else:
-                place.truncate_items(len(kept))
-        container[key] = kept
-    elif isinstance(target, str):
-        text = _as_text(value)
-        if place is not None:
-            place.append_text(target, text)
-        container[key] = target + text
-        return container, key, [container[key]]
-    elif isinstance(target, list):
-        if isinstance(value, list):
-            if place is not None:
-                place.extend(value)
-            target.extend(value)  # onto an array, append concatenates one level
-        else:
-            if place is not None:
-                place.push(value)
-            target.append(value)
-    elif isinstance(target, dict):
-        assert isinstance(value, dict)  # (`_check_op`)
-        if place is not None:
-            place.merge(value)
-        target.update(value)  # shallow merge, new keys win: how /message/metadata grows
-    else:
-        if place is not None:
-            place.set(value)
-        _set(container, key, value)  # onto missing or null, append sets
-        if isinstance(value, str):
-            return container, key, [value]
-    return None
-
-
-def _as_text(value: JSON) -> str:
-    """`v` as text, as JavaScript's `+` would write a scalar."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _utf16_prefix(text: str, units: int) -> str:
-    """The first `units` UTF-16 code units of `text`, as JavaScript's string slicing counts."""
-    if text.isascii() or all(ord(ch) < 0x10000 for ch in text):
-        return text[:units]
-    encoded = text.encode("utf-16-le", "surrogatepass")[: 2 * units]
-    return encoded.decode("utf-16-le", "surrogatepass")
-
-
-def _kind(value: JSON) -> str:
-    if value is MISSING:
-        return "missing value"
-    if value is None:
-        return "null"
-    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
-        type(value), "number"
-    )

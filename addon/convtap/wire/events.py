@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from convtap.vocab import DecodeErrorKind
 from convtap.wire.provenance import StringEvent
 from convtap.wire.sse import SSEEvent
 
@@ -21,9 +22,7 @@ class DecodeError(NamedTuple):
     """A recorded decoding problem: which dispatched event (0-based), what kind, and why."""
 
     event_index: int
-    # malformed-json | invalid-delta | unknown-encoding | unexpected-value | ws-frame |
-    # invalid-utf8 | event-too-large | value-too-large | too-many-messages | arguments-mismatch
-    kind: str
+    kind: DecodeErrorKind
     detail: str
 
 

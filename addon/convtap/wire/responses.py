@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from convtap.vocab import DONE, DecodeErrorKind, WireProtocol
 from convtap.wire.bounded import Bounded, Kept
 from convtap.wire.events import (
     ControlEvent,
@@ -27,8 +28,9 @@ from convtap.wire.events import (
 from convtap.wire.jsonvalue import loads, loads_or_none
 from convtap.wire.provenance import Began, Ended, Piece, StringEvent
 from convtap.wire.sse import OVERSIZED, SSEEvent, SSEParser
+from convtap.wire.typed import item_errors
 
-PROTOCOL = "responses"
+PROTOCOL = WireProtocol.RESPONSES
 CLIENT_CALLS = ("function_call", "custom_tool_call", "tool_search_call")
 
 # Every event type the Responses API streams (the official SDK's `ResponseStreamEvent` union,
@@ -148,7 +150,7 @@ class ResponsesDecoder:
                 self._follow(self.event_count - 1, value)  # (its index)
         for position in bad_utf8:
             detail = "bytes that are not UTF-8 (read as U+FFFD)"
-            found.append(self._error(first + position, "invalid-utf8", detail))
+            found.append(self._error(first + position, DecodeErrorKind.INVALID_UTF8, detail))
         return found
 
     def feed(self, event: SSEEvent) -> list[DecoderEvent]:
@@ -194,20 +196,22 @@ class ResponsesDecoder:
         JSON)."""
         index = self.event_count
         self.event_count += 1
-        if event.data == "[DONE]":
+        if event.data == DONE:
             return None
         if event.event == OVERSIZED:
             detail = f"an event of {event.data} bytes, over the limit"
-            found.append(self._error(index, "event-too-large", detail))
+            found.append(self._error(index, DecodeErrorKind.EVENT_TOO_LARGE, detail))
             return None
         try:
             obj = loads(event.data)
         except ValueError as exc:
-            found.append(self._error(index, "malformed-json", f"{event.event} event: {exc}"))
+            found.append(
+                self._error(index, DecodeErrorKind.MALFORMED_JSON, f"{event.event} event: {exc}")
+            )
             return None
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             detail = "an event that is not a typed object"
-            found.append(self._error(index, "unexpected-value", detail))
+            found.append(self._error(index, DecodeErrorKind.UNEXPECTED_VALUE, detail))
             return obj
         kind = obj["type"]
         if not kind.endswith(".delta"):  # a delta (most of a stream) changes only an item
@@ -221,6 +225,8 @@ class ResponsesDecoder:
         item = obj.get("item")
         if isinstance(item, dict) and isinstance(position, int):
             self._items[position] = item  # .added, then replaced by .done
+        if kind == "response.output_item.done" and isinstance(item, dict):
+            self._check(index, item, found)
         if kind.endswith("_arguments.delta") or kind.endswith("_input.delta"):
             key = str(obj.get("item_id") or position)
             deltas = self._arguments.get(key)
@@ -237,7 +243,7 @@ class ResponsesDecoder:
                     f"item {key}: the deltas add up to {excerpt(streamed, 60)!r}, .done says "
                     f"{excerpt(final, 60)!r}"
                 )
-                found.append(self._error(index, "arguments-mismatch", detail))
+                found.append(self._error(index, DecodeErrorKind.ARGUMENTS_MISMATCH, detail))
             target = self._item(key, position)
             if target is not None and isinstance(final, str):
                 target["input" if kind.endswith("_input.done") else "arguments"] = final
@@ -248,10 +254,20 @@ class ResponsesDecoder:
         try:
             value = loads(body.decode("utf-8", "replace"))
         except ValueError as exc:
-            return [self._error(self.event_count, "malformed-json", str(exc))]
+            return [self._error(self.event_count, DecodeErrorKind.MALFORMED_JSON, str(exc))]
+        found: list[DecoderEvent] = []
         if isinstance(value, dict):
             self.response(value)
-        return []
+            output = value.get("output")
+            for item in output if isinstance(output, list) else ():
+                if isinstance(item, dict):
+                    self._check(self.event_count, item, found)
+        return found
+
+    def _check(self, index: int, item: dict[str, Any], found: list[DecoderEvent]) -> None:
+        """A finished item validated once against its model (`wire.typed`)."""
+        for detail in item_errors(item):
+            found.append(self._error(index, DecodeErrorKind.WRONG_TYPE, detail))
 
     def response(self, response: dict[str, Any], *, final: bool = True) -> None:
         """A response object (from an event, or a whole non-streamed JSON answer)."""
@@ -281,7 +297,7 @@ class ResponsesDecoder:
                 return item
         return self._items.get(position) if isinstance(position, int) else None
 
-    def _error(self, index: int, kind: str, detail: str) -> DecodeError:
+    def _error(self, index: int, kind: DecodeErrorKind, detail: str) -> DecodeError:
         error = DecodeError(index, kind, detail)
         self.errors.append(error._asdict())
         return error

@@ -10,27 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, TypeVar
 
+from convtap.vocab import Endpoint
 from convtap.wire.jsonvalue import loads
+
+__all__ = ["Endpoint"]  # its home is `convtap.vocab`; imported from here too
 
 T = TypeVar("T")
 API = "/backend-api/"
 _CONVERSATION_GET = re.compile(r"^/backend-api/conversation/([0-9A-Za-z-]+)$")
-
-
-class Endpoint(StrEnum):
-    """What a flow is, by its method and path (stored as `flows.kind`: the values are stable)."""
-
-    CONVERSATION = "conversation"  # POST f/conversation: a turn
-    PREPARE = "prepare"  # POST f/conversation/prepare
-    RESUME = "resume"  # POST f/conversation/resume: a turn's next leg
-    SENTINEL = "sentinel"  # POST sentinel/chat-requirements
-    CONVERSATION_GET = "conversation-get"  # GET conversation/<id>: the tree
-    WEBSOCKET = "websocket"  # GET …/ws/user/…: the user socket (turn topics)
-    RESPONSES = "responses"  # POST …/responses: the Responses API
-    RESPONSES_SOCKET = "responses-socket"  # GET …/responses upgraded: its WebSocket mode
 
 
 # The kinds whose response is an event stream the recorder decodes.

@@ -12,13 +12,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from convtap.vocab import CallKind, DecodeErrorKind, WireProtocol
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import JSON, loads
 from convtap.wire.sse import SSEParser
+from convtap.wire.typed import message_errors
 from convtap.wire.wsturn import TurnTopicAssembler
 
-PROTOCOL = "f-conversation"
+PROTOCOL = WireProtocol.CONVERSATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +29,7 @@ class ToolCall:
 
     call_id: str  # the message id: the stream carries no other
     recipient: str
-    kind: str  # local | functions | builtin
+    kind: CallKind
     tool: str
     arguments: dict[str, Any] | None
     arguments_text: str
@@ -42,8 +44,8 @@ def tool_call(message: dict[str, Any]) -> ToolCall | None:
         return None
     if not isinstance(author, dict) or author.get("role") != "assistant":
         return None
-    kind, tool = "builtin", recipient
-    for prefix, name in (("local.", "local"), ("functions.", "functions")):
+    kind, tool = CallKind.BUILTIN, recipient
+    for prefix, name in (("local.", CallKind.LOCAL), ("functions.", CallKind.FUNCTIONS)):
         if recipient.startswith(prefix):
             kind, tool = name, recipient[len(prefix) :]
     text = message_text(message)
@@ -139,6 +141,7 @@ class TurnDecoder:
         self._legs = 0
         self._parser: SSEParser | None = None
         self._ws: TurnTopicAssembler | None = None
+        self._checked: set[str] = set()  # finished messages validated (bounded as messages are)
 
     def feed(self, chunk: bytes) -> Decoded:
         """Bytes of the current HTTP leg (a new leg starts after `end_leg`)."""
@@ -151,17 +154,35 @@ class TurnDecoder:
         found = decoder.feed_all(block.events)
         for position in block.bad_utf8:  # WHATWG decodes them with U+FFFD; we say so too
             found += decoder.record_error(
-                first + position, "invalid-utf8", "bytes that are not UTF-8 (read as U+FFFD)"
+                first + position,
+                DecodeErrorKind.INVALID_UTF8,
+                "bytes that are not UTF-8 (read as U+FFFD)",
             )
         return Decoded(found, block.text, block.events, first, decoder.strings(),
                        block.unread_lines, block.unread_text, block.utf8)  # fmt: skip
 
     def end_leg(self) -> bool:
-        """The current HTTP leg's body is over; True when it was cut inside an event."""
+        """The current HTTP leg's body is over; True when it was cut inside an event. The
+        messages finished by then are validated (`_check_finished`)."""
         if self._parser is not None:
             self._truncated = self._parser.close()
             self._parser = None
+        self._check_finished()
         return self._truncated
+
+    def _check_finished(self) -> None:
+        """Each finished message (its `status` set, and no longer `in_progress`) validated once
+        against its model (`wire.typed`): a wrong type is a decode error at the last event so
+        far. Done where a leg ends, never per chunk: what a message holds then does not depend
+        on how the network cut its stream."""
+        decoder = self._decoder
+        for mid, message in decoder.messages.items():
+            status = message.get("status")
+            if mid in self._checked or status is None or status == "in_progress":
+                continue
+            self._checked.add(mid)
+            for detail in message_errors(message):
+                decoder.record_error(decoder.event_index - 1, DecodeErrorKind.WRONG_TYPE, detail)
 
     def feed_ws_frame(self, frame: str | bytes) -> Decoded:
         """One WebSocket frame; the turn topic continues the turn as its last leg."""
@@ -171,7 +192,7 @@ class TurnDecoder:
             self._decoder.reset_state()  # docs/protocol.md: decoded "with a fresh decoder"
         decoded = self.feed(self._ws.feed(frame).encode())
         for detail in self._ws.errors:
-            decoded.events.extend(self._decoder.record_error(-1, "ws-frame", detail))
+            decoded.events.extend(self._decoder.record_error(-1, DecodeErrorKind.WS_FRAME, detail))
         self._ws.errors.clear()  # told: the decoder keeps (and bounds) them
         return decoded
 
