@@ -12,9 +12,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlite_utils
 from convtap.store.compact import (
     SMALLEST,
+    ZSTD_MAGIC,
     add_sql_functions,
     event_bytes,
     event_columns,
@@ -23,6 +25,7 @@ from convtap.store.compact import (
     message_json_text,
     message_with_text,
     message_without_text,
+    zstd,
 )
 from convtap.store.database import (
     Writer,
@@ -32,6 +35,7 @@ from convtap.store.database import (
     message_value,
     open_readonly,
 )
+from convtap.store.errors import DamagedRow
 from convtap.store.rows import EventRow, MessageRow
 from convtap.store.schema import MIGRATIONS, SCHEMA_VERSION
 from convtap.wire.jsonvalue import dumps
@@ -126,17 +130,36 @@ def test_a_raw_event_reads_back_byte_for_byte(sent: bytes) -> None:
 def test_a_row_is_compressed_where_it_saves_space_and_plain_where_not() -> None:
     chunk = 'event: delta\ndata: {"v": "word"}\n\n' * 40
     assert stored(chunk)["data"] is None
-    assert zlib.decompress(stored(chunk)["raw"]) == chunk.encode()
+    packed = stored(chunk)["raw"]
+    assert packed.startswith(ZSTD_MAGIC) and zstd() is not None  # mitmproxy brings a module
+    assert zstd()[1](packed) == chunk.encode()  # type: ignore[index]
     assert stored("data: [DONE]\n\n") == {"data": "data: [DONE]\n\n", "raw": None}
     short = "ab" * (SMALLEST // 2 - 1)  # compressible, but short
     assert stored(short) == {"data": short, "raw": None}
-    noise = random.Random(1).randbytes(4000)  # long, but zlib saves nothing
+    noise = random.Random(1).randbytes(4000)  # long, but compression saves nothing
     assert stored(noise.decode("utf-8", "surrogateescape"))["raw"] == noise
     bad = b"data: caf\xe9\n\n"
     assert stored(bad.decode("utf-8", "surrogateescape")) == {
         "data": "data: caf\ufffd\n\n",
         "raw": bad,
     }
+
+
+def test_rows_written_with_zlib_still_read_and_a_damaged_frame_is_told() -> None:
+    """Captures convtap wrote before zstd (and without a zstd module) hold zlib streams: they
+    read as ever, told apart by their first bytes. A zstd frame cut short, or with more after
+    it, is a damaged row: one line, never a traceback."""
+    chunk = ('event: delta\ndata: {"v": "caf\xe9 \U0001f33f"}\n\n' * 40).encode()
+    old = {"data": None, "raw": zlib.compress(chunk, 1), "flow_id": "f"}
+    assert event_bytes(old) == chunk and event_is_utf8(old)
+    packed = stored(chunk.decode())["raw"]
+    for bad in (packed[:-4], packed + b"\0", ZSTD_MAGIC + b"\0\0"):
+        with pytest.raises(DamagedRow, match=r"^a raw event row of flow f is damaged"):
+            event_bytes({"data": None, "raw": bad, "flow_id": "f"})
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        add_sql_functions(conn)
+        (read,) = conn.execute("SELECT convtap_event(NULL, ?)", (old["raw"],)).fetchone()
+    assert read == chunk.decode()
 
 
 def test_the_writer_stores_compressed_plain_and_not_utf8_rows(tmp_path: Path) -> None:

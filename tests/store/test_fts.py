@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 from convtap.store.database import Writer, connect
@@ -101,3 +102,53 @@ def test_a_schema_1_capture_is_migrated_with_its_index(tmp_path: Path) -> None:
     writer.put(message("m2", "added after"))
     writer.close()
     assert matches(db, "kept") == ["m1"] and matches(db, "added") == ["m2"] and consistent(db)
+
+
+def test_the_index_catches_up_a_slice_at_a_time(tmp_path: Path) -> None:
+    """A slice indexes the first rows waiting and leaves the rest waiting (the recorder takes
+    the journal between slices); the slices together make the whole index."""
+    db = tmp_path / "c.db"
+    writer = Writer(db)
+    for n in range(5):
+        writer.put(message(f"m{n}", f"word{n} common"))
+    writer.flush()
+    assert writer.index(limit=2) is True
+    assert matches(db, "common") == ["m0", "m1"]
+    writer.put(message("m0", "changed common"))  # noted again once indexed: its old text goes
+    writer.flush()
+    assert writer.index(limit=2) is True
+    assert writer.index(limit=2) is False
+    assert matches(db, "common") == [f"m{n}" for n in range(5)] and matches(db, "word0") == []
+    assert writer.index(limit=2) is False and consistent(db)
+    writer.close()
+
+
+def test_the_recorder_indexes_only_once_it_has_been_idle(tmp_path: Path) -> None:
+    """During a recording the index waits for the journal to have been empty a while (never
+    during a burst), then catches up, a slice at a time; stopping catches up the rest."""
+    from convtap.journal.segments import JournalWriter, journal_dir
+    from convtap.record import consumer as recording
+
+    db = tmp_path / "c.db"
+    journal = JournalWriter(journal_dir(db))  # open: the proxy is there
+    writer = Writer(db)
+    for n in range(5):
+        writer.put(message(f"m{n}", "quiet"))
+    writer.flush()
+    seen: list[list[str]] = []  # what a search found at each look at the proxy
+
+    def proxy_gone(timeout: float) -> bool:
+        seen.append(matches(db, "quiet"))
+        time.sleep(timeout)
+        return len(seen) >= 30  # 30 looks of 20 ms or more: past INDEX_AFTER
+
+    consumer = recording.JournalConsumer(str(db), redact=True, echo="off", writer=writer)
+    original = recording.INDEX_AFTER, recording.INDEX_SLICE
+    recording.INDEX_AFTER, recording.INDEX_SLICE = 0.3, 2
+    try:
+        consumer.run(proxy_gone)
+    finally:
+        recording.INDEX_AFTER, recording.INDEX_SLICE = original
+    assert seen[0] == [] and seen[-1] == [f"m{n}" for n in range(5)] and consistent(db)
+    journal.close()
+    consumer.close()

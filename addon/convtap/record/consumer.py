@@ -46,6 +46,11 @@ from convtap.vocab import Outcome
 from convtap.wire.session import SOCKETS, endpoint_kind
 
 IDLE = 0.02  # seconds the recorder waits for more journal when it has caught up
+# The full-text index catches up only once the journal has been empty this long (never during a
+# burst, where the recorder needs every cycle), a slice of rows at a time, the journal looked at
+# again between slices (`store.database.index_text`); and whole when the recorder stops.
+INDEX_AFTER = 1.0  # seconds
+INDEX_SLICE = 2000  # message rows
 INTERRUPTED = Outcome.PROXY_STOPPED
 
 
@@ -72,15 +77,20 @@ class JournalConsumer:
     def run(self, proxy_gone: Callable[[float], bool]) -> None:
         """Until the journal is closed, or the proxy is gone and its journal read to the end."""
         gone = False
+        idle_since: float | None = None  # since when the journal has had nothing new
         while True:
             count = self.catch_up(writer_gone=gone)
             if self.reader.closed:
                 return
-            if count == 0:
-                if gone:
-                    return
-                self.writer.index()
-                gone = proxy_gone(IDLE)
+            if count:
+                idle_since = None
+                continue
+            if gone:
+                return
+            now = time.monotonic()
+            idle_since = now if idle_since is None else idle_since
+            if now - idle_since < INDEX_AFTER or not self.writer.index(INDEX_SLICE):
+                gone = proxy_gone(IDLE)  # (a slice indexed: the journal is looked at at once)
 
     def catch_up(self, *, writer_gone: bool = False) -> int:
         """Record what the journal holds now; how many records that was."""

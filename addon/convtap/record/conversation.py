@@ -112,14 +112,17 @@ class ConversationSide:
         decoded = turn.decoder.feed(data)
         if decoded.text:  # the events, and the lines around them: kept raw too
             seq = self.out.reserve(flow_id)
-
-            def raw(when: float, count: int, text: str) -> None:
-                self.out.raw(flow_id, when, RawKind.SSE, count, text, seq)
-
             text = decoded.text
             if decoded.unread_lines:
                 text = self.out.redact.unread(text, decoded.unread_text)
-            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw),
+            utf8 = decoded.utf8 if text is decoded.text else None  # the bytes as they came
+
+            def raw(when: float, count: int, stored: str) -> None:
+                # stored as it came (the very text): from its bytes, not encoded again
+                self.out.raw(flow_id, when, RawKind.SSE, count, stored, seq,
+                             utf8 if stored is text else None)  # fmt: skip
+
+            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8),
                                  decoded.strings)  # fmt: skip
         self._updates(turn, decoded.events, at)
 
@@ -263,9 +266,12 @@ class ConversationSide:
         # hint of a secret stays in the message, redacted with it as before. Each message is
         # looked at by its own value: what the stream held elsewhere does not matter.
         without = message_without_text(message)
-        if without is not None and any(hints(text)):
+        text_hints = hints(text)  # (searched once: the redaction is given it)
+        if without is not None and any(text_hints):
             without = None
-        stored, stored_text = self.out.redact.message(message if without is None else without, text)
+        stored, stored_text = self.out.redact.message(
+            message if without is None else without, text, text_hints
+        )
         self.out.put(MessageRow(
             id=message["id"], conversation_id=turn.conversation_id, turn_id=turn.id,
             role=author.get("role"), name=author.get("name"),

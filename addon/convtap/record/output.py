@@ -13,7 +13,7 @@ from typing import Protocol
 from convtap.contract.happenings import Happening
 from convtap.contract.registry import Finding
 from convtap.redact.redactor import Redactor
-from convtap.store.database import FAILURE_KEPT
+from convtap.store.database import FAILURE_KEPT, stored_event_columns
 from convtap.store.rows import EventRow, FindingRow, FlowRow, Row
 from convtap.vocab import RawKind
 
@@ -44,14 +44,21 @@ class RowSink:
         return seq
 
     def raw(
-        self, flow_id: str, at: float, event: RawKind, count: int, data: str, seq: int | None = None
-    ) -> None:
+        self, flow_id: str, at: float, event: RawKind, count: int, data: str,
+        seq: int | None = None, encoded: bytes | None = None,
+    ) -> None:  # fmt: skip
         """One row of raw events, in the flow's order (at `seq` when it was reserved): an SSE
         chunk's completed events (as the SSE text that `reprocess` feeds to the decoder again)
-        or a WebSocket frame, redacted."""
+        or a WebSocket frame, redacted. `encoded`: the UTF-8 bytes `data` decodes, when they
+        are known (the chunk's bytes as they came): the row is then made as stored from them,
+        its text not encoded again."""
         if seq is None:
             seq = self.reserve(flow_id)
-        self.sink.put(EventRow(flow_id, seq, at, event, count, data))
+        if encoded is None:
+            self.sink.put(EventRow(flow_id, seq, at, event, count, data))
+        else:
+            stored, raw = stored_event_columns(data, encoded)
+            self.sink.put(EventRow(flow_id, seq, at, event, count, stored, raw))
 
     def forget(self, flow_id: str) -> None:
         self._seq.pop(flow_id, None)
@@ -100,9 +107,10 @@ class Output:
         return self.rows.reserve(flow_id)
 
     def raw(
-        self, flow_id: str, at: float, event: RawKind, count: int, data: str, seq: int | None = None
-    ) -> None:
-        self.rows.raw(flow_id, at, event, count, data, seq)
+        self, flow_id: str, at: float, event: RawKind, count: int, data: str,
+        seq: int | None = None, encoded: bytes | None = None,
+    ) -> None:  # fmt: skip
+        self.rows.raw(flow_id, at, event, count, data, seq, encoded)
 
     def say(self, line: str) -> None:
         self.echo.say(line)

@@ -287,8 +287,12 @@ def _unescaped(text: str) -> str:
     return _ESCAPE.sub(lambda m: m.group(2) or chr(int(m.group(1), 16)), text)
 
 
-def hints(text: str) -> tuple[bool, bool]:
-    """(a secret key may be named, a secret value may be there) in this text."""
+def hints(text: str, utf8: bytes | None = None) -> tuple[bool, bool]:
+    """(a secret key may be named, a secret value may be there) in this text; `utf8`, when
+    given, is the text's UTF-8 (the bytes it was decoded from), searched without encoding the
+    text again."""
+    if utf8 is not None:
+        return _found(text, want_keys=True, folded=_folded_utf8(utf8))
     return _found(text, want_keys=True)
 
 
@@ -316,7 +320,12 @@ def value_hints(text: str) -> bool:
 def _folded(text: str) -> bytes:
     """Text as the hints are searched for in it: UTF-8, lowercased, `-` as `_`, the harmless
     markers blanked out."""
-    folded = text.encode("utf-8", "surrogatepass").lower().replace(b"-", b"_")
+    return _folded_utf8(text.encode("utf-8", "surrogatepass"))
+
+
+def _folded_utf8(data: bytes) -> bytes:
+    """`_folded` of the text these UTF-8 bytes decode."""
+    folded = data.lower().replace(b"-", b"_")
     return _blank_markers(folded) if _MARKER_END in folded else folded
 
 

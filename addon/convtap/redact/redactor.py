@@ -140,12 +140,15 @@ class Redactor:
         redacted = self._walk(value, scrub)
         return text if redacted == value else dumps(redacted) or text
 
-    def message(self, message: dict[str, Any], text: str) -> tuple[str, str]:
-        """A message as stored: its JSON and its text, redacted, each by what it holds."""
+    def message(
+        self, message: dict[str, Any], text: str, text_hints: tuple[bool, bool] | None = None
+    ) -> tuple[str, str]:
+        """A message as stored: its JSON and its text, redacted, each by what it holds
+        (`text_hints`: `hints(text)`, when the caller has it already)."""
         raw = dumps(message) or ""
         keys, scrub = hints(raw)
         if not scrub and text:
-            scrub = hints(text)[1]
+            scrub = (hints(text) if text_hints is None else text_hints)[1]
         stored = self._walk(message, scrub) if keys or scrub else message
         if _may_be_json(text):
             text = self._json_text(text, scrub)
@@ -279,7 +282,9 @@ class Redactor:
 class ClearText(Redactor):
     """--no-redact: everything is kept as it came."""
 
-    def message(self, message: dict[str, Any], text: str) -> tuple[str, str]:
+    def message(
+        self, message: dict[str, Any], text: str, text_hints: tuple[bool, bool] | None = None
+    ) -> tuple[str, str]:
         return dumps(message) or "", text
 
     def __init__(self, key: bytes | None = None) -> None:

@@ -72,6 +72,7 @@ class Carrier:
     ends: dict[_String, int] = field(default_factory=dict)  # of each string, its last piece's
     waiting: int = 0  # its parts not decoded yet (a frame's items waiting for their parent)
     end: int = -1  # the index after its last event
+    utf8: bytes | None = None  # the bytes `text` decodes, when known: searched as they came
 
     def __post_init__(self) -> None:
         self.end = self.first + len(self.events)
@@ -344,7 +345,7 @@ class StreamRedaction:
                 if stored != text:
                     cuts.setdefault(piece.event + n, []).append((piece.leaf, stored, len(text)))
         text = carrier.text
-        if cuts or any(hints(text)):
+        if cuts or any(hints(text, carrier.utf8)):
             redacted = [self._event(event, cuts.get(carrier.first + n, ()))
                         for n, event in enumerate(carrier.events)]  # fmt: skip
             if any(a is not b for a, b in zip(redacted, carrier.events, strict=True)):

@@ -1,46 +1,94 @@
 """How a raw event's bytes and a message's JSON are kept small in the capture, and read back.
 
 Schema 5. A raw event row (`events`) holds its text in `data` when that is the smaller way; when
-`data` is NULL, `raw` holds its bytes zlib-compressed. A row whose bytes are not all UTF-8 and
-are not compressed keeps them in `raw` as they came, with `data` reading them as U+FFFD (as
-schema 4 did). A message row (`messages`) whose `json_without_text` is 1 has its text taken out
-of `json` where `message_text` found it (`content.text`, or its one string part), an empty
-string left in its place: the text is in `text` once, and put back on read.
+`data` is NULL, `raw` holds its bytes compressed: a zstd frame (its first four bytes zstd's magic
+number) or, as convtap wrote them before and does where no zstd module is there, a zlib stream
+(whose first two bytes can never be zstd's). A row whose bytes are not all UTF-8 and are not
+compressed keeps them in `raw` as they came, with `data` reading them as U+FFFD (as schema 4
+did). A message row (`messages`) whose `json_without_text` is 1 has its text taken out of `json`
+where `message_text` found it (`content.text`, or its one string part), an empty string left in
+its place: the text is in `text` once, and put back on read.
 
-The standard library only: Datasette's plugin imports this module to give SQL the same reads
-(`convtap_event`, `convtap_message`), and a test holds them equal to the accessors.
+The standard library only, and a zstd module where there is one (mitmproxy brings one: 11
+`zstandard`, 12 `backports.zstd`, which is `compression.zstd` from Python 3.14 on): Datasette's
+plugin imports this module to give SQL the same reads (`convtap_event`, `convtap_message`), and
+a test holds them equal to the accessors.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import re
 import sqlite3
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from convtap.store.errors import DamagedRow
 
-# zlib's fastest level: 0.14 of the benchmark's stream at 3.4 ms per MB; level 6 keeps 0.11 at
-# 9.9 ms (docs/benchmarks.md).
+# zstd's level 1 (or, without a zstd module, zlib's): on the benchmark's 16 KiB pieces zstd keeps
+# 0.133 of the stream at 1.9 ms per MB, zlib level 1 0.140 at 4.0, level 6 0.11 at 9.9
+# (docs/benchmarks.md).
 LEVEL = 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-SMALLEST = 256  # bytes: a row shorter is stored as it is (zlib's header and tables cost more)
+SMALLEST = 256  # bytes: a row shorter is stored as it is (a codec's header and tables cost more)
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame's first bytes (a zlib header never is: % 31)
+
+Codec = tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]  # (compress, decompress)
 
 
-def event_columns(text: str) -> tuple[str | None, bytes | None]:
-    """A raw event's (`data`, `raw`) as stored, from its text (bytes that are not UTF-8 as
-    `surrogateescape` surrogates). Raises UnicodeEncodeError for a surrogate that stands for no
-    byte."""
+@functools.cache
+def zstd() -> Codec | None:
+    """zstd's level 1 and its decompression, from the first module there is; None if none."""
+    for name in ("compression.zstd", "backports.zstd"):
+        try:
+            module: Any = importlib.import_module(name)
+        except ImportError:
+            continue
+        return functools.partial(module.compress, level=LEVEL), module.decompress
     try:
-        raw = text.encode()
-        utf8 = True
-    except UnicodeEncodeError:
-        raw = text.encode("utf-8", "surrogateescape")
-        utf8 = False
+        zstandard: Any = importlib.import_module("zstandard")
+    except ImportError:
+        return None
+    compressor = zstandard.ZstdCompressor(level=LEVEL)
+
+    def decompress(data: bytes) -> bytes:  # (a frame may not say its size: streamed)
+        stream = zstandard.ZstdDecompressor().decompressobj()
+        out = bytes(stream.decompress(data))
+        if not stream.eof or stream.unused_data:
+            raise ValueError("not one whole zstd frame")
+        return out
+
+    return compressor.compress, decompress
+
+
+CODEC = "zstd level 1" if zstd() is not None else "zlib level 1"  # what `pack` does
+
+
+def pack(raw: bytes) -> bytes:
+    """A raw event row's bytes compressed, as stored."""
+    codec = zstd()
+    return zlib.compress(raw, LEVEL) if codec is None else codec[0](raw)
+
+
+def event_columns(text: str, encoded: bytes | None = None) -> tuple[str | None, bytes | None]:
+    """A raw event's (`data`, `raw`) as stored, from its text (bytes that are not UTF-8 as
+    `surrogateescape` surrogates), or from `encoded`, the UTF-8 bytes the text decodes (the
+    bytes as they came: not encoded again). Raises UnicodeEncodeError for a surrogate that
+    stands for no byte."""
+    utf8 = True
+    if encoded is not None:
+        raw = encoded
+    else:
+        try:
+            raw = text.encode()
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "surrogateescape")
+            utf8 = False
     if len(raw) >= SMALLEST:
-        packed = zlib.compress(raw, LEVEL)
+        packed = pack(raw)
         if len(packed) < len(raw) - len(raw) // 8:  # saves an eighth at least
             return None, packed
     if utf8:
@@ -78,10 +126,21 @@ def event_is_utf8(row: Mapping[str, Any]) -> bool:
 def _unpacked(row: Mapping[str, Any]) -> bytes:
     """A compressed row's bytes; DamagedRow when they cannot be (a capture changed by hand, a
     damaged disk): one line, never a traceback."""
+    raw = row["raw"]
+    where = f" of flow {row['flow_id']}" if row.get("flow_id") else ""
+    if isinstance(raw, bytes) and raw.startswith(ZSTD_MAGIC):
+        codec = zstd()
+        if codec is None:
+            raise DamagedRow(f"a raw event row{where} is zstd-compressed, and this Python has no "
+                             "zstd module to read it: install zstandard")  # fmt: skip
+        try:
+            return codec[1](raw)
+        except Exception as exc:  # each module has its own error: any is a damaged row
+            why = f"a raw event row{where} is damaged and cannot be read: {exc}"
+            raise DamagedRow(why) from None
     try:
-        return zlib.decompress(row["raw"])
+        return zlib.decompress(raw)
     except (zlib.error, TypeError) as exc:
-        where = f" of flow {row['flow_id']}" if row.get("flow_id") else ""
         raise DamagedRow(f"a raw event row{where} is damaged and cannot be read: {exc}") from None
 
 

@@ -198,14 +198,16 @@ class Writer:
             _raise_if_full(exc, self.path)
             raise StoreError(f"cannot write into {self.path}: {exc}") from exc
 
-    def index(self) -> None:
-        """Commit, then bring the full-text index up to date (the recorder is idle)."""
+    def index(self, limit: int | None = None) -> bool:
+        """Commit, then bring the full-text index up to date (the recorder is idle), or only
+        `limit` of the rows waiting for it: whether any are still waiting."""
         self.flush()
         try:
-            index_text(self.db)
+            return index_text(self.db, limit)
         except sqlite3.Error as exc:
             _raise_if_full(exc, self.path)
             self.failures.append(f"{type(exc).__name__}: {exc}")
+            return False
 
     def close(self) -> None:
         try:
@@ -246,9 +248,12 @@ class Writer:
                     raise StoreError(f"cannot write into {self.path}: {again}") from again
 
     def _write(self, row: Row) -> None:
-        if isinstance(row, EventRow) and row.raw is UNSET:
-            row = stored_event(row)
-        columns, values = row.columns()
+        if type(row) is EventRow and row.raw is UNSET:  # its columns as stored, no copy of it
+            columns = _EVENT_COLUMNS
+            values: tuple[Any, ...] = (row.flow_id, row.seq, row.at, row.event, row.count,
+                                       *stored_event_columns(row.data))  # fmt: skip
+        else:
+            columns, values = row.columns()
         key = (row.KIND, row.TABLE, columns)
         statement = self._sql.get(key)
         if statement is None:
@@ -279,16 +284,20 @@ class Writer:
                 self.db.conn.execute(_FAILURE, (flow, detail[:FAILURE_KEPT]))
 
 
-def stored_event(row: EventRow) -> EventRow:
-    """A raw event row as stored (`compact.event_columns`): its text, or its bytes compressed,
-    or, when they are not UTF-8, as they came. A surrogate that stands for no byte reads as
-    U+FFFD."""
-    text = row.data or ""
+_EVENT_COLUMNS: tuple[str, ...] = ("flow_id", "seq", "at", "event", "count", "data", "raw")
+
+
+def stored_event_columns(
+    text: str | None, encoded: bytes | None = None
+) -> tuple[str | None, bytes | None]:
+    """A raw event row's `data` and `raw` as stored (`compact.event_columns`): its text, or its
+    bytes compressed, or, when they are not UTF-8, as they came; `encoded`: the UTF-8 bytes the
+    text decodes, when known. A surrogate that stands for no byte reads as U+FFFD."""
+    text = text or ""
     try:
-        data, raw = event_columns(text)
+        return event_columns(text, encoded)
     except UnicodeEncodeError:
-        data, raw = LONE_SURROGATE.sub("\ufffd", text), None
-    return dataclasses.replace(row, data=data, raw=raw)
+        return LONE_SURROGATE.sub("\ufffd", text), None
 
 
 def whole_message(row: MessageRow) -> MessageRow:

@@ -18,17 +18,24 @@ from convtap.store.canned import APPLICATION_ID, is_capture
 from convtap.store.check import check_capture
 from convtap.store.compact import add_sql_functions
 from convtap.store.errors import StoreError, StoreFull
-from convtap.store.schema import INDEX_TEXT, MIGRATIONS, SCHEMA_VERSION
+from convtap.store.schema import INDEX_BELOW, INDEX_SLICE, INDEX_TEXT, MIGRATIONS, SCHEMA_VERSION
 
 
-def index_text(db: sqlite_utils.Database) -> None:
-    """Bring the full-text index of message text up to date (one transaction)."""
+def index_text(db: sqlite_utils.Database, limit: int | None = None) -> bool:
+    """Bring the full-text index of message text up to date (one transaction), or only its
+    first `limit` rows waiting: whether any are still waiting afterwards."""
     conn = db.conn
     if conn.execute("SELECT 1 FROM [messages_fts_pending] LIMIT 1").fetchone() is None:
-        return
+        return False
     with write_lock(conn):
-        for statement in INDEX_TEXT:
-            conn.execute(statement)
+        below = None if limit is None else conn.execute(INDEX_BELOW, (limit,)).fetchone()
+        if below is None:
+            for statement in INDEX_TEXT:
+                conn.execute(statement)
+            return False
+        for statement in INDEX_SLICE:
+            conn.execute(statement, below)
+    return True
 
 
 BUSY_TIMEOUT = 30.0  # seconds another convtap process may hold the write lock

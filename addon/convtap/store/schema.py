@@ -273,8 +273,8 @@ def _migrate_to_1(db: sqlite_utils.Database) -> None:
 # triggers only note which rows changed (with the text the index holds for them, which a
 # `'delete'` needs; the first note of a row since the last catch-up is the one kept, and it is
 # kept with NOT EXISTS, since an upsert's conflict handling overrides a trigger's OR IGNORE);
-# `index_text` brings the index up to date when the recorder is idle and when
-# a writer closes.
+# `index_text` brings the index up to date when a writer closes, and, a slice at a time, when the
+# recorder has had nothing to record for a while (`record.consumer`): never during a burst.
 FTS_PENDING = [
     "DROP TRIGGER IF EXISTS [messages_ai]",
     "DROP TRIGGER IF EXISTS [messages_ad]",
@@ -298,6 +298,17 @@ INDEX_TEXT = [
     """INSERT INTO [messages_fts] (rowid, [text]) SELECT m.rowid, m.[text]
        FROM [messages_fts_pending] p JOIN [messages] m ON m.rowid = p.rowid""",
     "DELETE FROM [messages_fts_pending]",
+]
+# The same for the first `?` rows noted (by rowid, below the bound `?`): a slice of the catch-up,
+# so that a recorder that has been idle a while indexes a step at a time and takes a new burst
+# of the journal between steps.
+INDEX_BELOW = "SELECT rowid FROM [messages_fts_pending] ORDER BY rowid LIMIT 1 OFFSET ?"
+INDEX_SLICE = [
+    """INSERT INTO [messages_fts] ([messages_fts], rowid, [text])
+       SELECT 'delete', rowid, old_text FROM [messages_fts_pending] WHERE indexed AND rowid < ?""",
+    """INSERT INTO [messages_fts] (rowid, [text]) SELECT m.rowid, m.[text]
+       FROM [messages_fts_pending] p JOIN [messages] m ON m.rowid = p.rowid WHERE p.rowid < ?""",
+    "DELETE FROM [messages_fts_pending] WHERE rowid < ?",
 ]
 
 

@@ -6,7 +6,6 @@ the decoder in `wire.delta` records as a decode error) and told to the string so
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from convtap.wire.jsonvalue import JSON
@@ -25,6 +24,16 @@ MISSING: Any = _Missing()
 
 class InvalidDelta(ValueError):
     """A delta that cannot apply; the decoder turns it into a DecodeError."""
+
+
+def copied(value: JSON) -> JSON:
+    """A copy of a decoded JSON value (what `copy.deepcopy` makes of one: its containers new,
+    its scalars shared, since none can change), several times faster."""
+    if type(value) is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copied(item) for item in value]
+    return value
 
 
 def pointer(path: str) -> list[str]:
@@ -50,7 +59,7 @@ def patch(root: JSON, path: str, ops: JSON, origin: Origin) -> JSON:
     caller undoes what `origin`'s sources were told when it raises)."""
     if not isinstance(ops, list):
         raise InvalidDelta("patch value must be a list of operations")
-    holder = {0: copy.deepcopy(root)} if root is not MISSING else {}
+    holder = {0: copied(root)} if root is not MISSING else {}
     sources, channel, event, leaf = origin
     for n, sub in enumerate(ops):
         if not isinstance(sub, dict) or not isinstance(sub.get("p"), str) or "o" not in sub:

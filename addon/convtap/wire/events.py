@@ -103,6 +103,7 @@ class Decoded:
     strings: list[StringEvent]
     unread_lines: bool
     unread_text: str | None = None  # those lines' text, when the parser knows it (comments)
+    utf8: bytes | None = None  # the bytes `text` decodes, when it is exactly them
 
 
 class StreamDecoder(Protocol):

