@@ -110,6 +110,10 @@ DONE = "[DONE]"  # the f/conversation stream's last `data:` (docs/protocol.md, r
 RESPONSE_CREATE = "response.create"  # a Responses WebSocket request's `type`
 STREAM_HANDOFF = "stream_handoff"  # the f/conversation event that moves a turn onto a socket
 MESSAGE_STREAM_COMPLETE = "message_stream_complete"  # the f/conversation turn's end marker
+# `convtap mock --replay`'s answer to a request it has no recording for: the Responses error's
+# `code`, and how its message (an f/conversation `detail`) begins.
+REPLAY_MISS_CODE = "replay_miss"
+REPLAY_MISS = "replay miss"
 
 
 def sql(*words: StrEnum) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from convtap.vocab import REPLAY_MISS, REPLAY_MISS_CODE
 from convtap.wire.session import TurnRequest
 
 
@@ -82,10 +83,10 @@ def replay_miss(status: int | None, body: Any) -> str | None:
     if status != 400 or not isinstance(body, dict):
         return None
     error = body.get("error")
-    if isinstance(error, dict) and error.get("code") == "replay_miss":
-        return str(error.get("message") or "replay miss")
+    if isinstance(error, dict) and error.get("code") == REPLAY_MISS_CODE:
+        return str(error.get("message") or REPLAY_MISS)
     detail = body.get("detail")
-    if isinstance(detail, str) and detail.startswith("replay miss"):
+    if isinstance(detail, str) and detail.startswith(REPLAY_MISS):
         return detail
     return None
 

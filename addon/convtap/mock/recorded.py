@@ -31,7 +31,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
-from convtap.vocab import RawKind
+from convtap.vocab import REPLAY_MISS, RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import SOCKETS, STREAMED, Endpoint
@@ -296,7 +296,7 @@ def _differing(exchange: Exchange, body: Any, *, loose: bool = False) -> list[st
 def _miss_message(
     method: str, path: str, body: Any, candidates: list[Exchange], every: list[Exchange]
 ) -> str:
-    what = f"replay miss: {method} {path}"
+    what = f"{REPLAY_MISS}: {method} {path}"
     pool = candidates or [e for e in every if e.method == method]
     if not pool:
         return f"{what}: the capture holds no {method} request to answer it with"

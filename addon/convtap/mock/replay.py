@@ -25,9 +25,9 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from convtap.mock.app import JsonErrors, parse_body
 from convtap.mock.recorded import Exchange, Miss, Piece, Recording, load
 from convtap.mock.responses_http import error_frame
+from convtap.vocab import REPLAY_MISS_CODE
 
 TIMINGS = ("fast", "recorded")
-MISS_CODE = "replay_miss"
 USER_SOCKET_URL = "/backend-api/celsius/ws/user"
 
 
@@ -42,7 +42,7 @@ def miss_body(path: str, miss: Miss) -> dict[str, Any]:
     if is_conversation_path(path):
         return {"detail": miss.message}
     return {"error": {"message": miss.message, "type": "invalid_request_error", "param": None,
-                      "code": MISS_CODE}}  # fmt: skip
+                      "code": REPLAY_MISS_CODE}}  # fmt: skip
 
 
 class ReplayHandler(WebSocketHandler, JsonErrors):

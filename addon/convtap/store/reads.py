@@ -25,7 +25,7 @@ from convtap.contract.happenings import (
     is_refusal,
     replay_miss,
 )
-from convtap.vocab import CallKind, Endpoint, Source, WireProtocol, sql
+from convtap.vocab import REPLAY_MISS_CODE, CallKind, Endpoint, Source, WireProtocol, sql
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import read_turn_request
 
@@ -120,6 +120,9 @@ def _request_body(db: sqlite_utils.Database, rowid: int) -> Any:
 # The vocabulary's words as SQL literals.
 _PREPARE, _RESPONSES = sql(Endpoint.PREPARE), sql(Endpoint.RESPONSES)
 _REQUESTS = sql(Endpoint.CONVERSATION, Endpoint.RESPONSES)
+# A replay miss's body: LIKE's `_` matches any one character, so the Responses error's code
+# (`replay_miss`) and an f/conversation `detail` (`replay miss: ...`) both; `replay_miss` decides.
+_MISSED = f"'%{REPLAY_MISS_CODE}%'"
 
 # The timeline's sources, in the order happenings of one instant and one flow come: each query
 # (its time `at` and the `rank` of the flow it belongs to) and what its rows stand for.
@@ -134,7 +137,7 @@ _TIMELINE: list[
     ("SELECT m.first_seen_at AS at, coalesce(f.rowid, 0) AS rank, m.id, m.conversation_id "
      "FROM messages m LEFT JOIN flows f ON f.id = m.turn_id", _shown),
     ("SELECT coalesce(ended_at, started_at) AS at, rowid AS rank, id, status, response_body "
-     "FROM flows WHERE status = 400 AND response_body LIKE '%replay_miss%'", _missed),
+     f"FROM flows WHERE status = 400 AND response_body LIKE {_MISSED}", _missed),
 ]  # fmt: skip
 
 
