@@ -331,3 +331,20 @@ def test_web_serves_the_live_page_while_the_command_runs(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert re.search(r"^Watch live: http://127\.0\.0\.1:\d+/\S+/$", done.stderr, re.M)
     assert summary(done) == (0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("into", ["file", "pipe"])
+def test_the_summary_starts_a_line_of_its_own(tmp_path: Path, into: str) -> None:
+    """After a command whose last line has no line break, the summary is still a line of its own;
+    in a file, after one that ends with a line break, it follows with no blank line between."""
+    for printed, expected in (("no break", ["no break"]), ("broken\n", ["broken"])):
+        argv = [*CONVTAP, "run", "--db", str(tmp_path / "c.db"), "--", "printf", printed]
+        if into == "file":
+            out = tmp_path / "out.txt"
+            with out.open("w") as stdout:
+                subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, timeout=300, check=True)
+            lines = out.read_text().splitlines()
+        else:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+            lines = [line for line in done.stdout.splitlines() if line]  # a pipe: maybe a blank one
+        assert lines[:-1] == expected and lines[-1].startswith("convtap run: 0 calls"), lines

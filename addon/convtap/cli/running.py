@@ -49,6 +49,7 @@ def run(db: Path, upstream: str | None, fail_on: str, web: bool, command: tuple[
         CertificateError,
         LaunchError,
         command_env,
+        line_break,
         run_command,
         signals_held,
         start_recorder,
@@ -81,7 +82,8 @@ def run(db: Path, upstream: str | None, fail_on: str, web: bool, command: tuple[
         summary = summarize(db)
     except StoreError as exc:
         fail(str(exc))
-    click.echo(summary.line())
+    sys.stdout.flush()
+    click.echo(line_break(sys.stdout) + summary.line())
     sys.stdout.flush()
     if status != 0:
         sys.exit(status)

@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -227,6 +228,26 @@ class Summary:
         return any(
             n for severity, n in self.findings.items() if SEVERITIES.index(severity) <= worst
         )
+
+
+def line_break(stream: IO[str]) -> str:
+    """What the summary line needs before it to start a line of its own on `stream` (this
+    process's stdout, which the command shared): nothing when the command's output ended with a
+    line break, which a file shows by its last byte; a line break when it did not, or when this
+    cannot be known (a pipe: a line left open would be glued to the summary). A terminal is
+    taken to be at a line's start: its user sees an open line, and a blank one would be noise."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = stream.fileno()
+        if os.isatty(fd):
+            return ""
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "\n"
+        end = os.lseek(fd, 0, os.SEEK_CUR)
+        if end == 0:
+            return ""
+        with open(f"/proc/self/fd/{fd}", "rb") as written:  # (stdout may be open write-only)
+            return "" if os.pread(written.fileno(), 1, end - 1) == b"\n" else "\n"
+    return "\n"
 
 
 def summarize(db: Path) -> Summary:
