@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from convtap.export.blank import JsonTextShaper, keeps, keeps_in_tool_data, shape_json_text
+from convtap.contract.happenings import replay_miss
+from convtap.export.blank import (
+    JsonTextShaper,
+    keeps,
+    keeps_in_tool_data,
+    shape_json_text,
+    shape_value,
+)
 from convtap.export.blank_stream import SseShaper, StreamShaper
 from convtap.ingest.capture import import_into
 from convtap.ingest.readers import read_flows
@@ -695,3 +702,18 @@ def test_sse_cut_anywhere_still_decodes_to_the_same_events(name: str, cuts: list
     calls = [(c["call_id"], c["recipient"], c["complete"]) for c in whole["tool_calls"]]
     assert [(c["call_id"], c["recipient"], c["complete"]) for c in again["tool_calls"]] == calls
     assert "caminho" not in shaped
+
+
+def test_a_replay_miss_stays_a_replay_miss_without_its_words() -> None:
+    """Both protocols' replay misses are still found in a shape-only body (the audit reads the
+    Responses error's `code` and the words that begin f/conversation's `detail`); the rest of
+    their text is replaced."""
+    detail = "replay miss: POST /backend-api/f/conversation, nearest Paris differs at messages"
+    error = {"message": "replay miss: nearest Paris", "type": "invalid_request_error",
+             "param": None, "code": "replay_miss"}  # fmt: skip
+    bodies: list[dict[str, Any]] = [{"detail": detail}, {"error": error}]
+    for body in bodies:
+        shaped = shape_value(body)
+        assert replay_miss(400, shaped) is not None, shaped
+        assert "Paris" not in json.dumps(shaped)
+    assert replay_miss(400, shape_value({"detail": "Replay miss? no: Paris"})) is None

@@ -16,7 +16,8 @@ Kept:
 - strings that are ids by their look (a UUID, `fc_…`, `call_…`, `resp_…` with a digit in it, a
   long hex string) and redaction placeholders `<redacted:…>` (also inside replaced text);
 - event names, `[DONE]`, the `delta_encoding` value, SSE comments;
-- an API error's `code` (`error.code`, a snake_case identifier such as `replay_miss`).
+- an API error's `code` (`error.code`, a snake_case identifier such as `replay_miss`), and the
+  words "replay miss" that begin an f/conversation error's `detail` (`convtap mock --replay`'s).
 
 Replaced: every other string: message `content.parts`, titles, user, system and assistant text,
 tool descriptions, error messages. A tool call's arguments and a tool's result are JSON text
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convtap.redact.patterns import PLACEHOLDER_PREFIX
+from convtap.vocab import REPLAY_MISS
 from convtap.wire.jsonvalue import JSON, MAX_DEPTH, loads_or_none
 
 KEEP_KEYS = frozenset(
@@ -161,6 +163,8 @@ def shape_object(obj: dict[str, JSON], *, code: bool) -> dict[str, JSON]:
             out[key] = _shape_tool_data(item)
         elif key == "error" and isinstance(item, dict):  # an API error: its code is an enum
             out[key] = _error(item)
+        elif key == "detail" and isinstance(item, str) and item.startswith(REPLAY_MISS):
+            out[key] = REPLAY_MISS + shape_text(item[len(REPLAY_MISS) :])  # what the audit reads
         else:
             out[key] = shape_value(item)
     return out
