@@ -348,3 +348,11 @@ def test_the_summary_starts_a_line_of_its_own(tmp_path: Path, into: str) -> None
             done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
             lines = [line for line in done.stdout.splitlines() if line]  # a pipe: maybe a blank one
         assert lines[:-1] == expected and lines[-1].startswith("convtap run: 0 calls"), lines
+
+
+def test_a_no_proxy_that_names_an_api_host_is_said(tmp_path: Path) -> None:
+    env = {**os.environ, "NO_PROXY": "localhost,.openai.com"}
+    done = convtap_run(tmp_path / "c.db", "--", "true", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "NO_PROXY sends api.openai.com around the recorder" in done.stderr
+    assert "chatgpt.com around" not in done.stderr

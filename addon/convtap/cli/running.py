@@ -45,6 +45,7 @@ def run(db: Path, upstream: str | None, fail_on: str, web: bool, command: tuple[
       convtap run --upstream http://127.0.0.1:9000 -- python my_agent.py
       convtap run --db captures/ci.db --fail-on warning -- ./run-evals.sh
     """
+    from convtap.launch.env import bypassed
     from convtap.launch.run import (
         CertificateError,
         LaunchError,
@@ -69,6 +70,8 @@ def run(db: Path, upstream: str | None, fail_on: str, web: bool, command: tuple[
     status = 0
     try:
         with command_env(recorder, upstream) as env:
+            for host in [] if upstream is not None else bypassed(env):
+                say(f"NO_PROXY sends {host} around the recorder: its traffic is not recorded")
             status = run_command(command, env)
     except CertificateError as exc:
         say(str(exc))

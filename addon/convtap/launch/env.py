@@ -9,6 +9,7 @@ base URLs the OpenAI SDKs (and convtap's own tests) read.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,8 @@ CA_VARIABLES = (
     "NODE_EXTRA_CA_CERTS",
     "CODEX_CA_CERTIFICATE",
 )
+# The hosts the clients convtap knows talk to: a NO_PROXY that names one sends it around the proxy.
+API_HOSTS = ("api.openai.com", "chatgpt.com", "chat.openai.com")
 # Node (>= 22.21 / 24.5) ignores the proxy variables unless told to read them.
 CLIENT_SWITCHES = {"NODE_USE_ENV_PROXY": "1"}
 
@@ -66,6 +69,19 @@ def regular_env(base: Mapping[str, str], proxy_port: int, bundle: Path) -> dict[
     env.update(dict.fromkeys(CA_VARIABLES, str(bundle)))
     env.update(CLIENT_SWITCHES)
     return env
+
+
+def bypassed(env: Mapping[str, str]) -> list[str]:
+    """The API hosts that `NO_PROXY` / `no_proxy` in `env` sends around the proxy, as curl,
+    requests, httpx and Node read it: `*`, the host, or a domain it is in (`openai.com`,
+    `.openai.com`, `*.openai.com`), with or without a port."""
+    entries = [
+        e.strip().lower() for name in ("NO_PROXY", "no_proxy") for e in env.get(name, "").split(",")
+    ]
+    if "*" in entries:
+        return list(API_HOSTS)
+    domains = {re.sub(r":\d+$", "", entry).lstrip("*").lstrip(".") for entry in entries} - {""}
+    return [h for h in API_HOSTS if any(h == d or h.endswith("." + d) for d in domains)]
 
 
 def reverse_env(base: Mapping[str, str], proxy_port: int) -> dict[str, str]:
