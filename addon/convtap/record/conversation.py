@@ -15,7 +15,6 @@ from typing import Any
 
 from convtap.contract.happenings import Call, CallMade, MessagesShown
 from convtap.record.output import Output
-from convtap.redact.patterns import hints
 from convtap.redact.stream import Carrier, StreamRedaction
 from convtap.store.compact import message_without_text
 from convtap.store.rows import (
@@ -122,8 +121,11 @@ class ConversationSide:
                 self.out.raw(flow_id, when, RawKind.SSE, count, stored, seq,
                              utf8 if stored is text else None)  # fmt: skip
 
-            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8),
-                                 decoded.strings)  # fmt: skip
+            carrier = Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8)
+            turn.redaction.chunk(carrier, decoded.strings)
+            for event in decoded.events:  # a text echoed whole is searched with its row's
+                if type(event) is MessageChanged:
+                    turn.redaction.vouch(carrier, event.message["id"], message_text(event.message))
         self._updates(turn, decoded.events, at)
 
     def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:
@@ -266,7 +268,7 @@ class ConversationSide:
         # hint of a secret stays in the message, redacted with it as before. Each message is
         # looked at by its own value: what the stream held elsewhere does not matter.
         without = message_without_text(message)
-        text_hints = hints(text)  # (searched once: the redaction is given it)
+        text_hints = turn.redaction.text_hints(message["id"], text)  # the redaction is given it
         if without is not None and any(text_hints):
             without = None
         stored, stored_text = self.out.redact.message(
