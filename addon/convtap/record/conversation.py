@@ -125,7 +125,7 @@ class ConversationSide:
             turn.redaction.chunk(carrier, decoded.strings)
             for event in decoded.events:  # a text echoed whole is searched with its row's
                 if type(event) is MessageChanged:
-                    turn.redaction.vouch(carrier, event.message["id"], message_text(event.message))
+                    self._vouch(turn, carrier, event.message)
         self._updates(turn, decoded.events, at)
 
     def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:
@@ -247,18 +247,19 @@ class ConversationSide:
                 call.arguments_text, conversation_id, turn.id, at,
             )))  # fmt: skip
 
+    def _vouch(self, turn: Turn, carrier: Carrier, message: dict[str, Any]) -> None:
+        """The message's text, in the raw row that brought it, is searched with that row: when
+        its row is to be written (an unchanged echo is not), `_write_message` need not search
+        it again (`StreamRedaction.vouch`)."""
+        text = message_text(message)
+        if self.written.get(message["id"]) != _fingerprint(message, text):
+            turn.redaction.vouch(carrier, message["id"], text)
+
     def _write_message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
         """A message's row, written when its turn (or leg) ends, and only when it changed since
         it was last written: history echoes repeat every earlier message on every turn."""
         text = message_text(message)
-        metadata = message.get("metadata")
-        fingerprint = (
-            message.get("status"),
-            message.get("end_turn"),
-            message.get("recipient"),
-            len(text),
-            len(metadata) if isinstance(metadata, dict) else -1,
-        )
+        fingerprint = _fingerprint(message, text)
         if self.written.get(message["id"]) == fingerprint:
             return
         self.written[message["id"]] = fingerprint
@@ -302,3 +303,15 @@ class ConversationSide:
             errors=redact.dumps([e._asdict() for e in d.errors]),
             started_at=turn.started_at, ended_at=at,
         ))  # fmt: skip
+
+
+def _fingerprint(message: dict[str, Any], text: str) -> tuple[Any, ...]:
+    """What tells that a message changed since its row was written."""
+    metadata = message.get("metadata")
+    return (
+        message.get("status"),
+        message.get("end_turn"),
+        message.get("recipient"),
+        len(text),
+        len(metadata) if isinstance(metadata, dict) else -1,
+    )

@@ -416,8 +416,9 @@ def holds_no_hint(carrier: Carrier, text: str) -> bool:
     """
     if len(text) < VOUCH_FROM or '"' in text or "\\" in text or any(carrier.hints()):
         return False
-    at = carrier.text.find(text)
-    return at > 0 and carrier.text[at - 1] == '"'
+    row = carrier.text
+    at = row.find(text[:VOUCH_FROM])  # (its head looked for, then all of it compared: cheaper)
+    return at > 0 and row[at - 1] == '"' and row.startswith(text, at)
 
 
 def _cut_piece(
