@@ -15,7 +15,6 @@ from typing import Any
 
 from convtap.contract.happenings import Call, CallMade, MessagesShown
 from convtap.record.output import Output
-from convtap.redact.patterns import hints
 from convtap.redact.stream import Carrier, StreamRedaction
 from convtap.store.compact import message_without_text
 from convtap.store.rows import (
@@ -122,8 +121,11 @@ class ConversationSide:
                 self.out.raw(flow_id, when, RawKind.SSE, count, stored, seq,
                              utf8 if stored is text else None)  # fmt: skip
 
-            turn.redaction.chunk(Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8),
-                                 decoded.strings)  # fmt: skip
+            carrier = Carrier(at, text, decoded.sse, decoded.first, raw, utf8=utf8)
+            turn.redaction.chunk(carrier, decoded.strings)
+            for event in decoded.events:  # a text echoed whole is searched with its row's
+                if type(event) is MessageChanged:
+                    self._vouch(turn, carrier, event.message)
         self._updates(turn, decoded.events, at)
 
     def end_leg(self, flow_id: str, turn: Turn, at: float) -> bool:
@@ -245,18 +247,19 @@ class ConversationSide:
                 call.arguments_text, conversation_id, turn.id, at,
             )))  # fmt: skip
 
+    def _vouch(self, turn: Turn, carrier: Carrier, message: dict[str, Any]) -> None:
+        """The message's text, in the raw row that brought it, is searched with that row: when
+        its row is to be written (an unchanged echo is not), `_write_message` need not search
+        it again (`StreamRedaction.vouch`)."""
+        text = message_text(message)
+        if self.written.get(message["id"]) != _fingerprint(message, text):
+            turn.redaction.vouch(carrier, message["id"], text)
+
     def _write_message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
         """A message's row, written when its turn (or leg) ends, and only when it changed since
         it was last written: history echoes repeat every earlier message on every turn."""
         text = message_text(message)
-        metadata = message.get("metadata")
-        fingerprint = (
-            message.get("status"),
-            message.get("end_turn"),
-            message.get("recipient"),
-            len(text),
-            len(metadata) if isinstance(metadata, dict) else -1,
-        )
+        fingerprint = _fingerprint(message, text)
         if self.written.get(message["id"]) == fingerprint:
             return
         self.written[message["id"]] = fingerprint
@@ -266,7 +269,7 @@ class ConversationSide:
         # hint of a secret stays in the message, redacted with it as before. Each message is
         # looked at by its own value: what the stream held elsewhere does not matter.
         without = message_without_text(message)
-        text_hints = hints(text)  # (searched once: the redaction is given it)
+        text_hints = turn.redaction.text_hints(message["id"], text)  # the redaction is given it
         if without is not None and any(text_hints):
             without = None
         stored, stored_text = self.out.redact.message(
@@ -300,3 +303,15 @@ class ConversationSide:
             errors=redact.dumps([e._asdict() for e in d.errors]),
             started_at=turn.started_at, ended_at=at,
         ))  # fmt: skip
+
+
+def _fingerprint(message: dict[str, Any], text: str) -> tuple[Any, ...]:
+    """What tells that a message changed since its row was written."""
+    metadata = message.get("metadata")
+    return (
+        message.get("status"),
+        message.get("end_turn"),
+        message.get("recipient"),
+        len(text),
+        len(metadata) if isinstance(metadata, dict) else -1,
+    )

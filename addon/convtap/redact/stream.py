@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from convtap.redact.patterns import find_secrets, hints, path_is_secret
 from convtap.redact.redactor import Redactor
+from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import dumps, loads_or_none
 from convtap.wire.provenance import Began, Cut, Ended, Leaf, Piece, Pieces, StringEvent
 from convtap.wire.sse import SSEEvent, format_event
@@ -49,6 +50,8 @@ RUN = 64  # characters of a string's last run without white space held back, at 
 OVERLAP = 64  # characters before new text searched with it for a hint (a hint's longest word)
 MAX_HELD = 64  # raw rows held back per stream, at most
 MAX_HELD_TEXT = 1 << 20  # characters of them, at most (beyond, the oldest go out)
+VOUCHED = 4096  # texts known to hold no hint (`StreamRedaction.vouch`), per stream, at most
+VOUCH_FROM = 64  # characters a text needs for that (a shorter one is searched: it is cheap)
 
 Keep = Callable[[float, int, str], None]  # (time, events, stored text): one raw row
 _SPACE_RUN = re.compile(r"\S*\Z")
@@ -73,9 +76,16 @@ class Carrier:
     waiting: int = 0  # its parts not decoded yet (a frame's items waiting for their parent)
     end: int = -1  # the index after its last event
     utf8: bytes | None = None  # the bytes `text` decodes, when known: searched as they came
+    found: tuple[bool, bool] | None = None  # `hints` of `text`, once searched
 
     def __post_init__(self) -> None:
         self.end = self.first + len(self.events)
+
+    def hints(self) -> tuple[bool, bool]:
+        """`hints` of its text as it came, searched once (by its release, or by a `vouch`)."""
+        if self.found is None:
+            self.found = hints(self.text, self.utf8)
+        return self.found
 
     def settled(self) -> bool:
         """Whether everything it brought to strings is settled."""
@@ -214,6 +224,8 @@ class StreamRedaction:
         self.held: deque[Carrier] = deque()  # oldest first
         self.strings: dict[Hashable, _String] = {}
         self._size = 0  # characters held
+        # texts known to hold no hint, by what they are the text of (a message's id)
+        self.vouched: Bounded[Hashable, str] = Bounded(VOUCHED)
 
     def chunk(self, carrier: Carrier, strings: Sequence[StringEvent] = ()) -> None:
         """A raw row's events and what they did to strings: held back, and what is settled goes
@@ -256,6 +268,18 @@ class StreamRedaction:
         for string, added in grown.items():
             self._grew(string, added)
         self._release()
+
+    def vouch(self, carrier: Carrier, key: Hashable, text: str) -> None:
+        """`text` (of what `key` names) is remembered as holding no hint when `holds_no_hint`
+        shows it by `carrier`'s search: `text_hints` then need not search it again."""
+        if holds_no_hint(carrier, text):
+            self.vouched[key] = text
+
+    def text_hints(self, key: Hashable, text: str) -> tuple[bool, bool]:
+        """`hints(text)`, known without a search when `text` is the text vouched for `key`."""
+        if self.vouched.get(key) == text:  # the same value: the same answer
+            return False, False
+        return hints(text)
 
     def flush(self) -> None:
         """The stream ended: every string is over, and everything held goes out."""
@@ -345,7 +369,7 @@ class StreamRedaction:
                 if stored != text:
                     cuts.setdefault(piece.event + n, []).append((piece.leaf, stored, len(text)))
         text = carrier.text
-        if cuts or any(hints(text, carrier.utf8)):
+        if cuts or any(carrier.hints()):
             redacted = [self._event(event, cuts.get(carrier.first + n, ()))
                         for n, event in enumerate(carrier.events)]  # fmt: skip
             if any(a is not b for a, b in zip(redacted, carrier.events, strict=True)):
@@ -368,6 +392,33 @@ class StreamRedaction:
         if redacted == event.data and name == event.event:
             return event
         return SSEEvent(name, redacted)
+
+
+def holds_no_hint(carrier: Carrier, text: str) -> bool:
+    """Whether `hints(text)` is surely (False, False), shown by the search of `carrier`'s text
+    (which its release makes anyway) instead of a search of its own: the carrier's text held no
+    hint, and `text` sits in it whole, right after a `"`, holding no `"` and no `\\` (a JSON
+    string's value as it came: a message's text echoed whole in one event). Then every hint
+    `hints(text)` could find is found in the carrier's text at the same place:
+
+    - both are folded alike (lowercased, `-` as `_`): the hint words are ASCII (but for İ and
+      the Kelvin sign, the only characters that lowercase to ASCII, which make a search fold
+      text with `str.lower`), and the ASCII bytes of `text`'s fold are those of the carrier's
+      there, folded either way;
+    - the carrier's search may decode `\\uXXXX` and `\\/` escapes: none begins inside `text`
+      (no backslash) and none that begins before it reaches into it (the `"` before it is no
+      part of one);
+    - a harmless marker is blanked in the carrier's fold: it is a `"…"` with no quote inside,
+      so one that overlaps `text` (no quote in it, one before it) would be the quoted text
+      itself, and `text` is longer than any marker (`VOUCH_FROM`);
+    - a search that finds nothing reads all the text, in windows that overlap by the longest
+      word; and where no key's word is found, no assignment is looked for in either.
+    """
+    if len(text) < VOUCH_FROM or '"' in text or "\\" in text or any(carrier.hints()):
+        return False
+    row = carrier.text
+    at = row.find(text[:VOUCH_FROM])  # (its head looked for, then all of it compared: cheaper)
+    return at > 0 and row[at - 1] == '"' and row.startswith(text, at)
 
 
 def _cut_piece(
