@@ -25,7 +25,7 @@ from convtap.ingest.capture import import_into
 from convtap.report.page import SCRIPTS
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from tests.report.test_report import RULES, build_capture, fresh_ids, rows
+from tests.report.test_report import RULES, Page, build_capture, fresh_ids, rows
 from tests.runner import convtap
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -395,6 +395,50 @@ def test_a_filter_finds_what_is_not_drawn_yet(browser: Chromium, many: tuple[Pat
     assert Counter(r for row in drawn.values() for r in row["findings"]) == {
         "return-recipient": expected
     }
+    browser.evaluate("window.convtapFilter({})")
+
+
+# What a text search reads in an item (view.js's searchText): these fields, its returns' and
+# its findings', lowercased.
+SEARCHED = ("id", "role", "name", "to", "ch", "st", "ct", "text", "tool", "proto", "kind", "item",
+            "args", "mid", "flow", "bcid", "json", "rule", "sev", "msg", "exp", "act")  # fmt: skip
+
+
+def searched(item: dict[str, Any]) -> str:
+    parts = [item.get(k) for k in SEARCHED]
+    returns = item.get("r") or []
+    for r in returns:
+        parts += [r.get("id"), r.get("mid"), r.get("flow"), r.get("json")]
+    found = [*(item.get("f") or []), *(f for r in returns for f in r.get("f") or [])]
+    for f in found:
+        parts += [f.get("rule"), f.get("sev"), f.get("msg"), f.get("exp"), f.get("act")]
+    return "\n".join(str(p) for p in parts if p is not None).lower()
+
+
+def test_a_search_shows_and_counts_exactly_what_it_finds(
+    browser: Chromium, many: tuple[Path, Path]
+) -> None:
+    db, page = many
+    data = Page(page.read_text())
+    browser.open("about:blank")
+    browser.open(page.as_uri())
+    (last,) = rows(db, "SELECT call_id FROM tool_calls ORDER BY called_at DESC LIMIT 1")[0]
+    for q in ("alefita", last[-12:], "recipient", "no such text at all"):
+        items = [(s, it) for s in data.steps for it in s["i"] if q.lower() in searched(it)]
+        browser.evaluate(f"window.convtapFilter({{q: {json.dumps(q)}}})")
+        calls = sum(it["t"] in ("c", "r") for _, it in items)
+        found = sum(len(f) for f in (Page.findings_of(it) for _, it in items))
+        counter = browser.evaluate("document.getElementById('shown').textContent")
+        assert counter.startswith(f"showing {len(items)} of {len(data.items)} items: {calls} "), q
+        assert counter.endswith(f" {found} finding{'' if found == 1 else 's'}"), (q, counter)
+        drawn = every_row(browser)  # the list is virtual: scrolled through to see every row
+        assert sum(key.startswith("i") for key in drawn) == len(items), q
+        assert sorted(row["conv"] for row in drawn.values() if row["conv"] is not None) == sorted(
+            {s["c"] for s, _ in items}
+        )  # each conversation with an item found, once, and no other
+        heads = [key for key in drawn if key.startswith("s")]
+        assert len(heads) == len({(s["c"], s["s"]) for s, _ in items}), q
+    assert len([it for it in data.items if "alefita" in searched(it)]) > 60  # many, not a few
     browser.evaluate("window.convtapFilter({})")
 
 

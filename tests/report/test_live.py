@@ -210,10 +210,14 @@ def test_only_the_token_opens_the_page_and_the_capture_is_only_read(tmp_path: Pa
     before = files(tmp_path)
     with serving(db) as (server, url):
         status, page = fetch(url)
-        assert status == 200 and call_id in Page(page.decode()).calls
+        assert status == 200 and Page(page.decode()).blocks == []  # a shell: no data in it
+        status, data = fetch(f"{url}data")  # fetched by the page: every step, one block a line
+        held = Page(f'<script id="convtap-data">{data.decode()}</script>')
+        assert status == 200 and call_id in held.calls
         base, token = url.rstrip("/").rsplit("/", 1)
         wrong = token[:-1] + ("A" if token[-1] != "A" else "B")
-        paths = ["", f"{wrong}/", f"{wrong}/events", f"{token}x/", f"{token}/../", "favicon.ico"]
+        paths = ["", f"{wrong}/", f"{wrong}/events", f"{wrong}/data", f"{token}x/",
+                 f"{token}/../", "favicon.ico"]  # fmt: skip
         for refused in (f"{base}/{path}" for path in paths):
             status, body = fetch(refused)
             assert (status, body) == (404, b"404\n"), refused
