@@ -73,6 +73,10 @@ class Chromium:
     def evaluate(self, expression: str) -> Any:
         return self._run(self._evaluate(expression))
 
+    def evaluate_async(self, expression: str) -> Any:
+        """The value of a promise `expression` makes, once it is settled."""
+        return self._run(self._evaluate(expression, settled=True))
+
     def screenshot(self, width: int, height: int) -> bytes:
         self._run(self._send("Emulation.setDeviceMetricsOverride", width=width, height=height,
                              deviceScaleFactor=1, mobile=False))  # fmt: skip
@@ -139,8 +143,9 @@ class Chromium:
             while not await self._evaluate("window.__convtapReady === true"):
                 await asyncio.sleep(0.02)
 
-    async def _evaluate(self, expression: str) -> Any:
-        result = await self._send("Runtime.evaluate", expression=expression, returnByValue=True)
+    async def _evaluate(self, expression: str, *, settled: bool = False) -> Any:
+        result = await self._send("Runtime.evaluate", expression=expression, returnByValue=True,
+                                  awaitPromise=settled)  # fmt: skip
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -440,6 +445,30 @@ def test_a_search_shows_and_counts_exactly_what_it_finds(
         assert len(heads) == len({(s["c"], s["s"]) for s, _ in items}), q
     assert len([it for it in data.items if "alefita" in searched(it)]) > 60  # many, not a few
     browser.evaluate("window.convtapFilter({})")
+
+
+SPLIT_LINES = """(async (text) => {
+  const bytes = new TextEncoder().encode(text);
+  const out = [];
+  for (let cut = 0; cut <= bytes.length; cut += 1) {  // one read, or two split at every byte
+    const parts = [bytes.slice(0, cut), bytes.slice(cut)].filter((p) => p.length);
+    const body = new ReadableStream({
+      start(c) { parts.forEach((p) => c.enqueue(p)); c.close(); } });
+    const got = [];
+    for await (const line of window.convtapLines(new Response(body))) got.push(line);
+    out.push(got);
+  }
+  return JSON.stringify(out);
+})"""
+
+
+def test_the_live_pages_data_is_read_in_whole_lines_however_it_arrives(
+    browser: Chromium, report: tuple[Path, Path]
+) -> None:
+    browser.open(report[1].as_uri())
+    text = "QUJD\nZGVm\n\nZ2hp"  # no line break at the end: the last line still counts
+    seen = json.loads(browser.evaluate_async(f"{SPLIT_LINES}({json.dumps(text)})"))
+    assert seen == [["QUJD", "ZGVm", "Z2hp"]] * (len(text) + 1)
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,8 @@
     });
   }
 
+  window.convtapLines = lines;  // (what the tests feed split at every byte)
+
   const data = document.getElementById("convtap-data");
   if (data && data.dataset.src) fetched(data.dataset.src);
   else if (data) read(data.textContent.split("\n").filter((b) => b.trim()));
