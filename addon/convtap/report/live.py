@@ -67,6 +67,7 @@ class Live:
         self.parts: Parts = self.page.parts(self.capture.capture)
         self.renewed = Condition()
         self.clients = 0
+        self.readers = 0  # pages being sent their data now
         self.trouble = ""  # what made the last look at the capture fail
         self.rest_until = 0.0
         self.parts_due = 0.0  # when the summary and the pictures may be read again
@@ -183,6 +184,8 @@ class DataHandler(Guarded):
         return None  # never cached (no-store): no digest of megabytes for nothing
 
     async def get(self, token: str) -> None:
+        if self.live.readers >= MAX_CLIENTS:  # each holds the blocks of its reading until sent
+            raise HTTPError(503)
         try:
             self.live.poll()
         except (OSError, sqlite3.DatabaseError, StoreError) as exc:
@@ -190,14 +193,17 @@ class DataHandler(Guarded):
         version, blocks = self.live.page.data()
         self.set_header("Content-Type", "text/plain; charset=us-ascii")
         self.set_header("X-Convtap-Reading", str(version))
+        self.live.readers += 1
         try:
             for n, block in enumerate(blocks):
                 self.write(block)
-                if n == 0 or n % 8 == 0:
-                    await self.flush()  # a slow page holds a few blocks here at most
+                if n % 8 == 0:
+                    await self.flush()  # the first at once; a slow page holds a few more here
             self.finish()
         except StreamClosedError:
             pass  # the page went away
+        finally:
+            self.live.readers -= 1
 
 
 class EventsHandler(Guarded):
