@@ -92,6 +92,7 @@ def session(n: int) -> dict[str, list[dict[str, Any]]]:
                 "turn_id": f"t{n}",
                 "role": "assistant",
                 "first_seen_at": at + 1,
+                "updated_at": at + 1,
             },
             {
                 "id": ret,
@@ -99,6 +100,7 @@ def session(n: int) -> dict[str, list[dict[str, Any]]]:
                 "turn_id": f"r{n}",
                 "role": "tool",
                 "first_seen_at": at + 5,
+                "updated_at": at + 5,
             },
         ],
     }

@@ -6,15 +6,16 @@ usable in 1 s, a filter in 100 ms), measured in one run.
 
 Each capture is bench/report_bench.py's. For each: the server's first reading of the whole
 capture (once, when `convtap serve` starts) and the page it serves (what a browser opening the URL
-waits for); then one update, as a recording makes it: a session more written into the capture
-(its flows, call, return, turns, messages and finding, in one transaction), and the server's
-reading of it (the rows it added, the steps they show, read again) with the message a page is
-sent (its steps counted: those of the new session, nothing else); the look that says whether
-anything changed (`PRAGMA data_version`, every 200 ms); and the summary and the pictures read
-again (at most every so often: they are read whole). Then in Debian's headless Chromium, through
-a real `convtap serve`: the page open (its first screen, and all its data read with the filters
-usable), a rule filter and two text searches over all the data, and how long a session written
-into the capture takes to show in the open page (end to end, with the 200 ms poll).
+waits for: a shell, its data fetched after); then one update, as a recording makes it: a session
+more written into the capture (its flows, call, return, turns, messages and finding, in one
+transaction), and the server's reading of it (the rows it added, the steps they show, read again)
+with the message a page is sent (its steps counted: those of the new session, nothing else); the
+look that says whether anything changed (`PRAGMA data_version`, every 200 ms); and the summary and
+the pictures read again (at most every so often: they are read whole). Then in Debian's headless
+Chromium, through a real `convtap serve`: the page open (its first screen, usable from then on with
+the filters applying to what is read so far: the target's figure; and all its data read), a rule
+filter and two text searches over all the data, and how long a session written into the capture
+takes to show in the open page (end to end, with the 200 ms poll).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any
 from audit_bench import session
 from convtap.report.parts import LiveCapture, LivePage
 from convtap.store.database import connect, insert_sql
-from report_bench import ROOT, capture, indexed, recorded
+from report_bench import ROOT, indexed, prepared, recorded
 
 sys.path.insert(0, str(ROOT))
 
@@ -76,7 +77,7 @@ def server_side(db: Path, size: int) -> dict[str, Any]:
     connection open in it, as a recorder's is)."""
     recorder = connect(db).conn
     live = LiveCapture(db)
-    page = LivePage(db, "/token/events")
+    page = LivePage(db, "/token/")
     first = timed(lambda: page.read_whole(live.capture))
     parts = page.parts(live.capture)
     whole = timed(lambda: page.whole(live.capture, parts))
@@ -145,26 +146,33 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument(
+        "--captures",
+        type=Path,
+        metavar="DIR",
+        help="keep each capture made in DIR and reuse it in later runs",
+    )
     args = parser.parse_args()
     binary = shutil.which("chromium")
     if binary is None:
         sys.exit("live_bench: Debian's chromium is not installed (apt-get install chromium)")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'calls':>7} {'first s':>8} {'page s':>7} {'update ms':>16} {'sent':>5} {'look us':>8}"
-          f" {'parts s':>8} | {'first s':>7} {'open s':>13} {'indexed s':>9} {'rule ms':>14}"
+          f" {'parts s':>8} | {'first s':>13} {'read s':>7} {'indexed s':>9} {'rule ms':>14}"
           f" {'search ms':>14}"
           f" {'again ms':>9} {'shown s':>8}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp, Chromium(binary) as browser:
         for size in args.sizes:
             db = Path(tmp) / f"live-{size}.db"
-            capture(db, size)
+            prepared(db, size, args.captures)
             s = server_side(db, size)
             b = browser_side(browser, db, size)
             goal = TARGETS.get(size, {})
             print(f"{size:>7,} {s['first']:>8.2f} {s['whole']:>7.2f}"
                   f" {ratio(s['update'], goal.get('update'), 1000):>16} {s['sent']:>5}"
-                  f" {s['look'] * 1e6:>8.0f} {s['parts']:>8.2f} | {b['first']:>7.2f}"
-                  f" {ratio(b['open'], goal.get('open')):>13} {b['indexed']:>9.2f}"
+                  f" {s['look'] * 1e6:>8.0f} {s['parts']:>8.2f} |"
+                  f" {ratio(b['first'], goal.get('open')):>13} {b['open']:>7.2f}"
+                  f" {b['indexed']:>9.2f}"
                   f" {ratio(b['rule'], goal.get('filter'), 1000):>14}"
                   f" {ratio(b['search'], goal.get('filter'), 1000):>14}"
                   f" {b['again'] * 1000:>9.0f} {b['shown']:>8.2f}")  # fmt: skip
@@ -175,8 +183,9 @@ def main() -> None:
     print("when it starts; page, the page it serves; update, reading one session more and the")
     print("message a page is sent (sent: its steps, 2: the session's turns); look, whether")
     print("anything changed; parts, the summary and the pictures read again (at most every so")
-    print("often). Browser, through `convtap serve`: first, open (from the start of navigation")
-    print("to the first screen, and to all the data read with the filters usable), indexed (to")
+    print("often). Browser, through `convtap serve`: first (from the start of navigation to the")
+    print("first screen drawn: the page is usable from there on, its filters applying to what is")
+    print("read so far), read (to all the data read), indexed (to")
     print("the search text made, when idle), a rule filter, a text search, another; shown: a")
     print("session written until the page shows it (the 200 ms poll included)")
 

@@ -25,7 +25,7 @@ from convtap.ingest.capture import import_into
 from convtap.report.page import SCRIPTS
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from tests.report.test_report import RULES, build_capture, fresh_ids, rows
+from tests.report.test_report import RULES, Page, build_capture, fresh_ids, rows
 from tests.runner import convtap
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -72,6 +72,10 @@ class Chromium:
 
     def evaluate(self, expression: str) -> Any:
         return self._run(self._evaluate(expression))
+
+    def evaluate_async(self, expression: str) -> Any:
+        """The value of a promise `expression` makes, once it is settled."""
+        return self._run(self._evaluate(expression, settled=True))
 
     def screenshot(self, width: int, height: int) -> bytes:
         self._run(self._send("Emulation.setDeviceMetricsOverride", width=width, height=height,
@@ -139,8 +143,9 @@ class Chromium:
             while not await self._evaluate("window.__convtapReady === true"):
                 await asyncio.sleep(0.02)
 
-    async def _evaluate(self, expression: str) -> Any:
-        result = await self._send("Runtime.evaluate", expression=expression, returnByValue=True)
+    async def _evaluate(self, expression: str, *, settled: bool = False) -> Any:
+        result = await self._send("Runtime.evaluate", expression=expression, returnByValue=True,
+                                  awaitPromise=settled)  # fmt: skip
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -396,6 +401,74 @@ def test_a_filter_finds_what_is_not_drawn_yet(browser: Chromium, many: tuple[Pat
         "return-recipient": expected
     }
     browser.evaluate("window.convtapFilter({})")
+
+
+# What a text search reads in an item (view.js's searchText): these fields, its returns' and
+# its findings', lowercased.
+SEARCHED = ("id", "role", "name", "to", "ch", "st", "ct", "text", "tool", "proto", "kind", "item",
+            "args", "mid", "flow", "bcid", "json", "rule", "sev", "msg", "exp", "act")  # fmt: skip
+
+
+def searched(item: dict[str, Any]) -> str:
+    parts = [item.get(k) for k in SEARCHED]
+    returns = item.get("r") or []
+    for r in returns:
+        parts += [r.get("id"), r.get("mid"), r.get("flow"), r.get("json")]
+    found = [*(item.get("f") or []), *(f for r in returns for f in r.get("f") or [])]
+    for f in found:
+        parts += [f.get("rule"), f.get("sev"), f.get("msg"), f.get("exp"), f.get("act")]
+    return "\n".join(str(p) for p in parts if p is not None).lower()
+
+
+def test_a_search_shows_and_counts_exactly_what_it_finds(
+    browser: Chromium, many: tuple[Path, Path]
+) -> None:
+    db, page = many
+    data = Page(page.read_text())
+    browser.open("about:blank")
+    browser.open(page.as_uri())
+    (last,) = rows(db, "SELECT call_id FROM tool_calls ORDER BY called_at DESC LIMIT 1")[0]
+    for q in ("alefita", last[-12:], "recipient", "no such text at all"):
+        items = [(s, it) for s in data.steps for it in s["i"] if q.lower() in searched(it)]
+        browser.evaluate(f"window.convtapFilter({{q: {json.dumps(q)}}})")
+        calls = sum(it["t"] in ("c", "r") for _, it in items)
+        found = sum(len(f) for f in (Page.findings_of(it) for _, it in items))
+        counter = browser.evaluate("document.getElementById('shown').textContent")
+        assert counter.startswith(f"showing {len(items)} of {len(data.items)} items: {calls} "), q
+        assert counter.endswith(f" {found} finding{'' if found == 1 else 's'}"), (q, counter)
+        drawn = every_row(browser)  # the list is virtual: scrolled through to see every row
+        assert sum(key.startswith("i") for key in drawn) == len(items), q
+        assert sorted(row["conv"] for row in drawn.values() if row["conv"] is not None) == sorted(
+            {s["c"] for s, _ in items}
+        )  # each conversation with an item found, once, and no other
+        heads = [key for key in drawn if key.startswith("s")]
+        assert len(heads) == len({(s["c"], s["s"]) for s, _ in items}), q
+    assert len([it for it in data.items if "alefita" in searched(it)]) > 60  # many, not a few
+    browser.evaluate("window.convtapFilter({})")
+
+
+SPLIT_LINES = """(async (text) => {
+  const bytes = new TextEncoder().encode(text);
+  const out = [];
+  for (let cut = 0; cut <= bytes.length; cut += 1) {  // one read, or two split at every byte
+    const parts = [bytes.slice(0, cut), bytes.slice(cut)].filter((p) => p.length);
+    const body = new ReadableStream({
+      start(c) { parts.forEach((p) => c.enqueue(p)); c.close(); } });
+    const got = [];
+    for await (const line of window.convtapLines(new Response(body))) got.push(line);
+    out.push(got);
+  }
+  return JSON.stringify(out);
+})"""
+
+
+def test_the_live_pages_data_is_read_in_whole_lines_however_it_arrives(
+    browser: Chromium, report: tuple[Path, Path]
+) -> None:
+    browser.open(report[1].as_uri())
+    text = "QUJD\nZGVm\n\nZ2hp"  # no line break at the end: the last line still counts
+    seen = json.loads(browser.evaluate_async(f"{SPLIT_LINES}({json.dumps(text)})"))
+    assert seen == [["QUJD", "ZGVm", "Z2hp"]] * (len(text) + 1)
 
 
 @pytest.mark.parametrize(

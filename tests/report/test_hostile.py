@@ -110,9 +110,9 @@ def test_nothing_hostile_runs_in_a_browser(browser: Chromium, capture: Path, rep
     assert sum(len(row["findings"]) for row in drawn.values()) == findings
     for n in range(len(CHOSEN)):  # every hostile value shown as it is, as text
         assert any(hostile(n) in row["text"] for row in drawn.values()), n
-    browser.evaluate("window.scrollTo(0, 0)")
-    assert browser.evaluate("document.querySelector('.item.msg.role-assistant-finding-sev-error')"
-                            " !== null")  # a role with spaces is one class name  # fmt: skip
+    browser.evaluate("window.scrollTo(0, 0)")  # the rows at the top drawn at the next frame
+    wait_page(browser, "document.querySelector('.item.msg.role-assistant-finding-sev-error')"
+                       " !== null")  # a role with spaces is one class name  # fmt: skip
     assert browser.requests[-1:] == [report.as_uri()]
     width = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     scrolled, shown = browser.evaluate(width)

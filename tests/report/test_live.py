@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from convtap.mock.refclient import RefClient
 from convtap.mock.server import MockServer
+from convtap.report.page import write_report
 
 from tests.harness import record
 from tests.report.test_browser import Chromium, chromium
@@ -191,6 +192,52 @@ def test_serve_shows_what_another_process_records(browser: Chromium, tmp_path: P
         assert server.returncode == 0
 
 
+def noise(n: int) -> str:
+    """Text gzip cannot shrink much (hex digests), so that the blocks are of some size."""
+    return "".join(hashlib.sha256(f"{n}.{k}".encode()).hexdigest() for k in range(4))
+
+
+def more_turns(db: Path, count: int) -> None:
+    """`count` turns more in a conversation of their own, each with one message."""
+    conn = sqlite3.connect(db)
+    with conn:
+        for n in range(count):
+            at = 1_700_000_000.0 + n
+            conn.execute(
+                "INSERT INTO turns (id, conversation_id, done, stream_complete, truncated,"
+                " event_count, legs, started_at, ended_at)"
+                " VALUES (?, 'conv-blocks', 1, 1, 0, 1, 1, ?, ?)",
+                (f"turn-{n}", at, at + 1),
+            )
+            conn.execute(
+                "INSERT INTO messages (id, conversation_id, turn_id, role, text,"
+                " first_seen_at, updated_at) VALUES (?, 'conv-blocks', ?, 'user', ?,"
+                " ?, ?)",
+                (f"msg-{n}", f"turn-{n}", f"block text {n:05d} {noise(n)}", at, at),
+            )
+    conn.close()
+
+
+@pytest.mark.process
+def test_the_page_reads_its_data_block_by_block_and_shows_every_request(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    db = build_capture(tmp_path, "blocks")
+    more_turns(db, 2_500)  # more than two of the server's blocks (1,000 requests each)
+    static = Page(write_report(db, tmp_path / "report.html").read_text())
+    with serving(db) as (_, url):
+        status, data = fetch(f"{url}data")
+        assert status == 200 and data.count(b"\n") == 3  # one block a line
+        open_live(browser, url)
+        shown = "+document.getElementById('shown').textContent.match(/(\\d+) items/)[1]"
+        assert browser.evaluate(shown) == len(static.items) > 2_500
+        for n in (0, 999, 1000, 2499):  # the first and last of blocks: none lost at a seam
+            browser.evaluate(f"window.convtapFilter({{q: 'block text {n:05d}'}})")
+            counter = browser.evaluate("document.getElementById('shown').textContent")
+            assert counter.startswith(f"showing 1 of {len(static.items)} items"), (n, counter)
+    assert [url for url in browser.requests if "/data" in url] == [f"{url}data"]  # asked once
+
+
 def fetch(url: str) -> tuple[int, bytes]:
     try:
         with DIRECT.open(url, timeout=10) as answer:
@@ -210,10 +257,14 @@ def test_only_the_token_opens_the_page_and_the_capture_is_only_read(tmp_path: Pa
     before = files(tmp_path)
     with serving(db) as (server, url):
         status, page = fetch(url)
-        assert status == 200 and call_id in Page(page.decode()).calls
+        assert status == 200 and Page(page.decode()).blocks == []  # a shell: no data in it
+        status, data = fetch(f"{url}data")  # fetched by the page: every step, one block a line
+        held = Page(f'<script id="convtap-data">{data.decode()}</script>')
+        assert status == 200 and call_id in held.calls
         base, token = url.rstrip("/").rsplit("/", 1)
         wrong = token[:-1] + ("A" if token[-1] != "A" else "B")
-        paths = ["", f"{wrong}/", f"{wrong}/events", f"{token}x/", f"{token}/../", "favicon.ico"]
+        paths = ["", f"{wrong}/", f"{wrong}/events", f"{wrong}/data", f"{token}x/",
+                 f"{token}/../", "favicon.ico"]  # fmt: skip
         for refused in (f"{base}/{path}" for path in paths):
             status, body = fetch(refused)
             assert (status, body) == (404, b"404\n"), refused

@@ -109,15 +109,18 @@ class Page(HTMLParser):
     def calls(self) -> list[str]:
         return [item["id"] for item in self.items if item["t"] == "c"]
 
+    @staticmethod
+    def findings_of(item: dict[str, Any]) -> list[dict[str, Any]]:
+        """An item's findings: a call's and its returns', a return's, a request's own."""
+        if item["t"] == "f":
+            return [item]
+        returns = item.get("r") or []
+        return [*(item.get("f") or []), *(f for r in returns for f in r["f"])]
+
     @property
     def finding_rules(self) -> list[str]:
         """Each finding's rule, where it is placed: on a call, a return, or a request."""
-        rules = []
-        for item in self.items:
-            returns = item.get("r") or []
-            found = [*(item.get("f") or []), *(f for r in returns for f in r["f"])]
-            rules += [item["rule"]] if item["t"] == "f" else [f["rule"] for f in found]
-        return rules
+        return [f["rule"] for item in self.items for f in self.findings_of(item)]
 
     @property
     def data_text(self) -> str:

@@ -1,7 +1,10 @@
 // The report's own data (`convtap report`): each request's JSON in gzip blocks, base64, one a
 // line in the page's data block, read in the browser (DecompressionStream) and handed to the
 // view (view.js): the first block first, drawn at once, then the rest a few at a time, the list
-// drawn again now and then as it grows. The live page's data is the same, from its server.
+// drawn again now and then as it grows. The live page (`convtap serve`) holds no data: it
+// fetches the same lines from its server (the element's `data-src`) and reads each as it comes;
+// `window.convtapReading` is then the server's reading they are of (live.js asks for what
+// changed since it).
 (() => {
   "use strict";
   const view = window.convtap;
@@ -19,33 +22,66 @@
     return JSON.parse(await new Response(stream).text());
   }
 
-  const data = document.getElementById("convtap-data");
-  if (data) {
-    (async () => {
-      const blocks = data.textContent.split("\n").filter((b) => b.trim());
-      if (blocks.length) {  // the first screen first, then the rest
-        view.add(await unpack(blocks[0]));
-        view.draw();
-        window.__convtapFirstAt = performance.now();
-      }
-      // The rest read block by block, the list drawn again now and then as it grows: the page
-      // stays usable meanwhile (the filters apply to what is read so far).
-      let drawnAt = performance.now();
-      const ahead = [];  // a few blocks read ahead, not all at once
-      let next = 1;
-      const more = () => { while (ahead.length < 4 && next < blocks.length) ahead.push(unpack(blocks[next++])); };
-      more();
-      while (ahead.length) {
-        const list = await ahead.shift();
-        more();
-        view.add(list);
-        if (performance.now() - drawnAt > 500) {
-          view.draw();
-          drawnAt = performance.now();
-        }
-      }
-      performance.mark("convtap:read");
-      view.ready();
-    })();
+  // The lines of a response as they arrive, each whole.
+  async function* lines(response) {
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let rest = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      const parts = (rest + value).split("\n");
+      rest = parts.pop();
+      for (const line of parts) if (line.trim()) yield line;
+    }
+    if (rest.trim()) yield rest;
   }
+
+  // The blocks read in order: the first drawn at once, the rest a few read ahead, the list
+  // drawn again now and then as it grows: the page stays usable meanwhile (the filters apply
+  // to what is read so far).
+  async function read(blocks) {
+    const source = blocks[Symbol.asyncIterator] ? blocks[Symbol.asyncIterator]() : blocks[Symbol.iterator]();
+    const first = await source.next();
+    if (!first.done) {
+      view.add(await unpack(first.value));
+      view.draw();
+      window.__convtapFirstAt = performance.now();
+    }
+    let drawnAt = performance.now();
+    const take = (list) => {
+      view.add(list);
+      if (performance.now() - drawnAt > 500) {
+        view.draw();
+        drawnAt = performance.now();
+      }
+    };
+    const ahead = [];  // a few blocks read ahead, not all at once
+    for (let next = first.done ? first : await source.next(); !next.done; next = await source.next()) {
+      ahead.push(unpack(next.value));
+      if (ahead.length >= 4) take(await ahead.shift());
+    }
+    while (ahead.length) take(await ahead.shift());
+    performance.mark("convtap:read");
+    view.ready();
+  }
+
+  // The live page's data from its server: the reading it is of known from the answer's head.
+  function fetched(url) {
+    let reading;
+    window.convtapReading = new Promise((resolve) => { reading = resolve; });
+    (async () => {
+      const answer = await fetch(url, { cache: "no-store" });
+      if (!answer.ok) throw new Error(`${url}: ${answer.status}`);
+      reading(answer.headers.get("X-Convtap-Reading") || "-1");
+      await read(lines(answer));
+    })().catch(() => {  // the server gone or refusing: a reload asks again
+      document.getElementById("loading").textContent = "The capture's data could not be read: reload the page.";
+    });
+  }
+
+  window.convtapLines = lines;  // (what the tests feed split at every byte)
+
+  const data = document.getElementById("convtap-data");
+  if (data && data.dataset.src) fetched(data.dataset.src);
+  else if (data) read(data.textContent.split("\n").filter((b) => b.trim()));
 })();

@@ -1,12 +1,13 @@
-// The live page (`convtap serve`, `convtap record --web`): the page holds the capture's data as
-// the report does, from the server's latest reading; the server pushes, as server-sent events,
-// what changed since: the steps read again (each with the reading it is of, `v`: a step is only
-// ever replaced by a later one), the steps gone, and the summary and the pictures when they
-// differ. The filters stay as they are and run again over the new data, so what the URL asks to
-// see stays what is shown. Nothing but this page's own server is asked.
+// The live page (`convtap serve`, `convtap record --web`): the page fetches the capture's data
+// from its server's latest reading (data.js); once the server has said which reading that is,
+// it pushes, as server-sent events, what changed since: the steps read again (each with the
+// reading it is of, `v`: a step is only ever replaced by a later one, whichever comes first),
+// the steps gone, and the summary and the pictures when they differ from those the page shows
+// (named by their tag). The filters stay as they are and run again over the new data, so what
+// the URL asks to see stays what is shown. Nothing but this page's own server is asked.
 (() => {
   "use strict";
-  const url = document.currentScript.dataset.events;
+  const script = document.currentScript;
   const state = document.createElement("span");
   document.querySelector(".top p").append(" · ", state);
 
@@ -30,9 +31,12 @@
   }
 
   state.textContent = "live: connecting";
-  const events = new EventSource(url);
-  events.addEventListener("update", (ev) => update(JSON.parse(ev.data)));
-  events.addEventListener("reload", () => { events.close(); location.reload(); });
-  events.addEventListener("open", () => { state.textContent = "live"; });
-  events.addEventListener("error", () => { state.textContent = "live: reconnecting"; });
+  window.convtapReading.then((reading) => {
+    const query = new URLSearchParams({ v: reading, p: script.dataset.parts });
+    const events = new EventSource(`${script.dataset.events}?${query}`);
+    events.addEventListener("update", (ev) => update(JSON.parse(ev.data)));
+    events.addEventListener("reload", () => { events.close(); location.reload(); });
+    events.addEventListener("open", () => { state.textContent = "live"; });
+    events.addEventListener("error", () => { state.textContent = "live: reconnecting"; });
+  });
 })();

@@ -10,6 +10,11 @@ when they differ (those are read whole, in a thread, at most once a second and n
 tenth of the time: see `Live._parts`). A page
 that reads slowly is only ever one message behind: it is sent the latest state of what changed
 when it has taken the last message, never a queue. The capture is only read (`open_readonly`).
+
+The page itself is a shell (the markup, the summary, the pictures, the scripts: what the first
+screen needs); its script fetches the data (`data`: every block of the latest reading, one a
+line, the reading in a header), reads it as it comes, and only then asks for the events since
+that reading (`events?v=<reading>&p=<the parts' tag>`).
 """
 
 from __future__ import annotations
@@ -57,11 +62,12 @@ class Live:
     def __init__(self, db: Path, token: str) -> None:
         self.token = token
         self.capture = LiveCapture(db)
-        self.page = LivePage(db, f"/{token}/events")
+        self.page = LivePage(db, f"/{token}/")
         self.page.read_whole(self.capture.capture)
         self.parts: Parts = self.page.parts(self.capture.capture)
         self.renewed = Condition()
         self.clients = 0
+        self.readers = 0  # pages being sent their data now
         self.trouble = ""  # what made the last look at the capture fail
         self.rest_until = 0.0
         self.parts_due = 0.0  # when the summary and the pictures may be read again
@@ -169,6 +175,37 @@ class PageHandler(Guarded):
         self.finish(page)
 
 
+class DataHandler(Guarded):
+    """The page's data at the latest reading: its blocks, one a line (base64 of gzip, as the
+    report holds them), the reading in `X-Convtap-Reading`. The first block is sent at once, so
+    that the page draws its first screen while the rest comes."""
+
+    def compute_etag(self) -> None:
+        return None  # never cached (no-store): no digest of megabytes for nothing
+
+    async def get(self, token: str) -> None:
+        if self.live.readers >= MAX_CLIENTS:  # each holds the blocks of its reading until sent
+            raise HTTPError(503)
+        try:
+            self.live.poll()
+        except (OSError, sqlite3.DatabaseError, StoreError) as exc:
+            raise HTTPError(503) from exc
+        version, blocks = self.live.page.data()
+        self.set_header("Content-Type", "text/plain; charset=us-ascii")
+        self.set_header("X-Convtap-Reading", str(version))
+        self.live.readers += 1
+        try:
+            for n, block in enumerate(blocks):
+                self.write(block)
+                if n % 8 == 0:
+                    await self.flush()  # the first at once; a slow page holds a few more here
+            self.finish()
+        except StreamClosedError:
+            pass  # the page went away
+        finally:
+            self.live.readers -= 1
+
+
 class EventsHandler(Guarded):
     """What changed since the page was rendered, as server-sent events (`update`, JSON: the
     steps changed, the steps gone, the parts that differ; `reload` when the page is too far
@@ -195,7 +232,8 @@ class EventsHandler(Guarded):
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.write("retry: 1000\n\n")
         version = int(self.get_query_argument("v", "-1") or -1)
-        digests = dict(self.live.parts.digests) if version == self.live.page.model.version else {}
+        shows = self.get_query_argument("p", "")  # the tag of the parts the page shows
+        digests = dict(self.live.parts.digests) if shows == self.live.parts.tag else {}
         while not self._gone:
             model = self.live.page.model
             message = self.live.page.update(version, digests, self.live.parts)
@@ -212,6 +250,7 @@ class EventsHandler(Guarded):
 def application(live: Live) -> Application:
     return Application(
         [(r"/([A-Za-z0-9_-]+)/", PageHandler, {"live": live}),
+         (r"/([A-Za-z0-9_-]+)/data", DataHandler, {"live": live}),
          (r"/([A-Za-z0-9_-]+)/events", EventsHandler, {"live": live})],
         default_handler_class=Guarded,
         log_function=lambda handler: None,  # a wrong URL leaves no line on the terminal

@@ -1,7 +1,8 @@
-"""The live page's pieces: the page as `convtap report` writes it, with the data of the latest
-reading and the live script; the summary and the pictures rendered alone (the template's
-`summary` and `charts` blocks), told apart by digest; and the message that brings a page from
-the reading it shows to the latest (`LivePage.update`).
+"""The live page's pieces: the page as `convtap report` writes it but without its data (a shell:
+the markup, the summary and the pictures, the scripts), with the live script; the data of the
+latest reading, fetched by the page once its scripts run (`LivePage.data`); the summary and the
+pictures rendered alone (the template's `summary` and `charts` blocks), told apart by digest;
+and the message that brings a page from the reading it shows to the latest (`LivePage.update`).
 
 A capture is read live: it is opened again when a recording starts writing it (a capture
 nobody wrote when it was opened is read as immutable, see `store.database.open_readonly`), and
@@ -93,13 +94,19 @@ class Parts:
     html: dict[str, str]
     digests: dict[str, bytes]
 
+    @property
+    def tag(self) -> str:
+        """The parts' digests in one word: a page names the parts it shows by it."""
+        joined = b"".join(self.digests[name] for name in sorted(self.digests))
+        return hashlib.blake2b(joined, digest_size=12).hexdigest()
+
 
 class LivePage:
     """Keeps a capture's data for the live page, and renders the page and its messages."""
 
-    def __init__(self, db: Path, events: str) -> None:
+    def __init__(self, db: Path, root: str) -> None:
         self.db = db
-        self.events = events
+        self.root = root  # the page's path: its events and its data are under it
         self.template = environment().from_string(TEMPLATE.read_text(encoding="utf-8"))
         self._script = script(SCRIPT)
         self.model = LiveModel()
@@ -123,15 +130,22 @@ class LivePage:
         return _parts(html)
 
     def whole(self, capture: sqlite_utils.Database, parts: Parts) -> str:
-        """The page, as `convtap report` writes it, with the data of the model's latest reading,
-        the parts given (not read again), and the live script that keeps it current."""
+        """The page, as `convtap report` writes it but without its data (the page fetches it:
+        `data`), with the parts given (not read again, named by their tag) and the live script
+        that keeps it current. It is small whatever the capture's size, so that the browser
+        runs the scripts at once, not after reading every step."""
         with queries.one_reading(capture):
             context = {**page(capture, self.db), "script_src": SCRIPT_SRC}
         context["parts"] = {name: Markup(html) for name, html in parts.html.items()}
-        context["live"] = {"events": f"{self.events}?v={self.model.version}",
-                           "script": self._script}  # fmt: skip
-        context["data"] = self.model.data()
+        context["live"] = {"events": f"{self.root}events", "data": f"{self.root}data",
+                           "parts": parts.tag, "script": self._script}  # fmt: skip
         return self.template.render(context)
+
+    def data(self) -> tuple[int, list[str]]:
+        """The page's data at the model's latest reading: that reading, and every block (one a
+        line). The blocks' text is never changed in place, so the list stays of that reading
+        while it is sent, however the model moves on meanwhile."""
+        return self.model.version, list(self.model.data())
 
     def _block(self, name: str, context: dict[str, Any]) -> str:
         return "".join(self.template.blocks[name](self.template.new_context(context)))

@@ -184,32 +184,42 @@
   }
 
   // Every item's search text in one string, in page order, searched with indexOf (one call
-  // finds the next hit however many items lie before it); `starts` maps a hit to its item.
+  // finds the next hit however many items lie before it); `starts` maps a hit to its item,
+  // `entry` the item to its entry (its row in `flat()`).
   let searchable = null;
   function corpus() {
     const all = flat();
     if (searchable && searchable.of === all) return searchable;
     const items = [];
+    const entry = [];
     const texts = [];
-    for (const e of all) if (e.kind === "item") { items.push(e.item); texts.push(searchText(e.item)); }
+    all.forEach((e, i) => {
+      if (e.kind !== "item") return;
+      items.push(e.item);
+      entry.push(i);
+      texts.push(searchText(e.item));
+    });
     const starts = new Float64Array(items.length + 1);
     let at = 0;
     texts.forEach((t, n) => { starts[n] = at; at += t.length + 1; });
     starts[items.length] = at;
-    searchable = { of: all, text: texts.join("\u0000"), starts, items };
+    searchable = { of: all, text: texts.join("\u0000"), starts, items, entry };
     return searchable;
   }
 
-  function found(q) {  // the items whose search text holds q
-    const { text, starts, items } = corpus();
+  // The items whose search text holds q (`items`), and their entries in page order (`at`): a
+  // search looks at those only, as a filter on a rule does at its own items.
+  function found(q) {
+    const { text, starts, items, entry } = corpus();
     const hits = new Set();
-    for (let at = text.indexOf(q); at >= 0;) {
+    const at = [];
+    for (let from = text.indexOf(q); from >= 0;) {
       let lo = 0, hi = items.length - 1;
-      while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (starts[mid] <= at) lo = mid; else hi = mid - 1; }
-      if (searchText(items[lo]).includes(q)) hits.add(items[lo]);  // not across two items
-      at = text.indexOf(q, starts[lo + 1]);
+      while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (starts[mid] <= from) lo = mid; else hi = mid - 1; }
+      if (searchText(items[lo]).includes(q)) { hits.add(items[lo]); at.push(entry[lo]); }  // not across two items
+      from = text.indexOf(q, starts[lo + 1]);
     }
-    return hits;
+    return { items: hits, at };
   }
 
   // Everything in page order, one entry a row: a conversation's head, a step's head, an item
@@ -294,10 +304,13 @@
     p.found += matched;
   }
 
-  // A filter on a rule, a severity or a tool: only its items are looked at, with their heads.
-  function pickFacet(all, lists, f, q, p) {
+  // A filter on a rule, a severity, a tool or a text: only its items are looked at (the
+  // shortest list of them), with their heads.
+  function pickFacet(all, lists, f, q) {
+    const shortest = lists.reduce((a, b) => (a.length <= b.length ? a : b));
+    const p = Picked(Math.min(all.length, 3 * shortest.length));  // an item, its step, its head
     let head = -1, step = -1;
-    for (const i of lists.reduce((a, b) => (a.length <= b.length ? a : b))) {
+    for (const i of shortest) {
       const e = all[i];
       const matched = convShown(all[e.head].conv, f) ? matches(e.item, f, q) : -1;
       if (matched < 0) continue;
@@ -315,42 +328,28 @@
       counted(p, e.item, matched);
     }
     if (head >= 0) p.marks[p.count - 1] |= 1;
+    return p;
   }
 
-  // Any other filter: every entry looked at; a step or a conversation left with nothing shown
-  // is left out when the filter narrows the items.
-  function pickAll(all, f, q, narrowing, p) {
-    let convOk = false, convAt = -1, stepAt = -1, anyStep = false, anyItem = false;
-    const endStep = () => {
-      if (stepAt >= 0 && !anyItem && narrowing) p.count = stepAt;
-      else if (stepAt >= 0) anyStep = true;
-      stepAt = -1;
-    };
-    const endConv = () => {
-      endStep();
-      if (convAt >= 0 && !anyStep && narrowing) p.count = convAt;
-      else if (convAt >= 0) p.marks[p.count - 1] |= 1;
-      convAt = -1;
-    };
+  // No filter but (perhaps) the conversation's: every entry of each conversation shown.
+  function pickAll(all, f, p) {
+    let convOk = false, laterStep = false;
     for (const e of all) {
       if (e.kind === "conv") {
-        endConv();
+        if (convOk) p.marks[p.count - 1] |= 1;
         convOk = convShown(e.conv, f);
-        if (convOk) { convAt = p.count; anyStep = false; p.take(e, 0); }
-      } else if (convOk && e.kind === "step") {
-        endStep();
-        stepAt = p.count;
-        anyItem = false;
-        p.take(e, anyStep ? 2 : 0);
-      } else if (convOk) {
-        const matched = matches(e.item, f, q);
-        if (matched < 0) continue;
+        laterStep = false;
+        if (convOk) p.take(e, 0);
+      } else if (!convOk) continue;
+      else if (e.kind === "step") {
+        p.take(e, laterStep ? 2 : 0);
+        laterStep = true;
+      } else {
         p.take(e, 0);
-        anyItem = true;
-        counted(p, e.item, matched);
+        counted(p, e.item, matches(e.item, f, ""));
       }
     }
-    endConv();
+    if (convOk) p.marks[p.count - 1] |= 1;
   }
 
   function apply(f) {
@@ -358,15 +357,16 @@
     filters = { ...f, byFinding: Boolean(f.severity || f.rule) };
     const q = (f.q || "").trim().toLowerCase();
     const all = flat();
-    const p = Picked(all.length);
     const lists = [f.rule && `r:${f.rule}`, f.severity && `s:${f.severity}`, f.tool && `t:${f.tool}`]
       .filter(Boolean).map((key) => facets().get(key) || []);
-    if (lists.length) pickFacet(all, lists, f, q, p);
-    else {
-      hits = q ? found(q) : null;
-      pickAll(all, f, q, Boolean(q), p);
+    let p;
+    if (lists.length) p = pickFacet(all, lists, f, q);
+    else if (q) {  // only the items found, with their heads
+      const search = found(q);
+      hits = search.items;
+      p = pickFacet(all, [search.at], f, q);
       hits = null;
-    }
+    } else pickAll(all, f, (p = Picked(all.length)));
     p.out.length = p.count;
     rows = p.out;
     flags = p.marks;
@@ -470,12 +470,14 @@
     if (f) { write(f); apply(f); } else toCall();
   });
 
-  // What the live page's script calls: steps in and out, then drawn again with the filters kept.
+  // What the live page's script calls: steps in and out, then drawn again with the filters kept
+  // (those of the URL until the page is ready: then the form holds them).
+  let isReady = false;
   window.convtap = {
     add, remove,
     draw() { apply(fromHash() || read()); },  // what is read so far, before the rest
     pretty: prettyText,  // JSON text as the page indents it
-    refresh(added) { offerTools(added); apply(read()); },
+    refresh(added) { offerTools(added); apply(isReady ? read() : fromHash() || read()); },
     clear() { steps.clear(); convs.clear(); gone.clear(); order = null; entries = null; },
     ready() {
       document.getElementById("loading").hidden = true;
@@ -485,7 +487,7 @@
       apply(initial || read());
       toCall();
       window.__convtapReadyAt = performance.now();
-      window.__convtapReady = true;
+      window.__convtapReady = isReady = true;
       if (window.requestIdleCallback) requestIdleCallback(index);
     },
   };
