@@ -20,21 +20,11 @@ hint of a key or a value (Aho-Corasick). Only text with a hint is parsed and wal
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import ahocorasick_rs
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 
 from convtap.redact.escapes import Decoded
 from convtap.wire.jsonvalue import REDACTED
@@ -148,34 +138,51 @@ _ASSIGNED_AFTER = re.compile(_ASSIGNING)  # right after a key hint found by the 
 class ValuePattern:
     name: str
     hints: tuple[str, ...]  # lowercase text that any match contains
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | Detector
     group: int = 0  # the part of a match that is the secret
     words: tuple[str, ...] | None = None  # what the cheap search looks for (None: the hints)
     needs: re.Pattern[bytes] | None = None  # a cheaper look first (lowercase, `-` as `_`)
 
+    @functools.cached_property
+    def regexes(self) -> tuple[re.Pattern[str], ...]:
+        """Its regular expressions: its own, or its detector's, loaded when first wanted."""
+        return self.regex.denylist() if isinstance(self.regex, Detector) else (self.regex,)
 
-def _denylist(detector: Any, *indexes: int) -> list[re.Pattern[str]]:
-    patterns = list(detector.denylist)
-    return [patterns[i] for i in indexes] if indexes else patterns
+
+@dataclass(frozen=True)
+class Detector:
+    """One of detect-secrets' detectors, by module and class (`detect_secrets.plugins.<module>`),
+    and which of its `denylist` patterns to use (all: none named). It is imported only when text
+    holds one of its hints: the package's `__init__` loads its scanner, its filters and
+    `requests` (0.15 s of CPU), which a command whose text holds no hint never needs."""
+
+    module: str
+    name: str
+    indexes: tuple[int, ...] = ()
+
+    def denylist(self) -> tuple[re.Pattern[str], ...]:
+        plugin = importlib.import_module(f"detect_secrets.plugins.{self.module}")
+        patterns = tuple(getattr(plugin, self.name).denylist)
+        return tuple(patterns[i] for i in self.indexes) if self.indexes else patterns
 
 
 VALUE_PATTERNS: tuple[ValuePattern, ...] = (
     # detect-secrets' token-shaped detectors (a maintained list of formats)
-    *(ValuePattern("aws", ("akia", "asia", "abia", "acca", "a3t"), p)
-      for p in _denylist(AWSKeyDetector, 0)),
-    *(ValuePattern("github", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), p)
-      for p in _denylist(GitHubTokenDetector)),
-    *(ValuePattern("gitlab", ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941",
-                              "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"), p)
-      for p in _denylist(GitLabTokenDetector)),
-    *(ValuePattern("slack", ("xox", "hooks.slack.com"), p) for p in _denylist(SlackDetector)),
-    *(ValuePattern("sendgrid", ("sg.",), p) for p in _denylist(SendGridDetector)),
-    *(ValuePattern("pypi", ("pypi-",), p) for p in _denylist(PypiTokenDetector)),
-    *(ValuePattern("square", ("sq0csp-",), p) for p in _denylist(SquareOAuthDetector)),
-    *(ValuePattern("openai-legacy", ("t3blbkfj",), p) for p in _denylist(OpenAIDetector)),
-    *(ValuePattern("azure-storage", ("accountkey=",), p)
-      for p in _denylist(AzureStorageKeyDetector)),
-    *(ValuePattern("npm", ("_authtoken",), p) for p in _denylist(NpmDetector)),
+    ValuePattern("aws", ("akia", "asia", "abia", "acca", "a3t"),
+                 Detector("aws", "AWSKeyDetector", (0,))),
+    ValuePattern("github", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+                 Detector("github_token", "GitHubTokenDetector")),
+    ValuePattern("gitlab", ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941",
+                            "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"),
+                 Detector("gitlab_token", "GitLabTokenDetector")),
+    ValuePattern("slack", ("xox", "hooks.slack.com"), Detector("slack", "SlackDetector")),
+    ValuePattern("sendgrid", ("sg.",), Detector("sendgrid", "SendGridDetector")),
+    ValuePattern("pypi", ("pypi-",), Detector("pypi_token", "PypiTokenDetector")),
+    ValuePattern("square", ("sq0csp-",), Detector("square_oauth", "SquareOAuthDetector")),
+    ValuePattern("openai-legacy", ("t3blbkfj",), Detector("openai", "OpenAIDetector")),
+    ValuePattern("azure-storage", ("accountkey=",),
+                 Detector("azure_storage_key", "AzureStorageKeyDetector")),
+    ValuePattern("npm", ("_authtoken",), Detector("npm", "NpmDetector")),
     ValuePattern("mailchimp", tuple(f"-us{n}" for n in range(10)),
                  re.compile(r"\b[0-9a-z]{32}-us[0-9]{1,2}\b")),
     ValuePattern("artifactory", ("akc",), re.compile(r"\bAKC[a-zA-Z0-9]{10,}")),
@@ -436,10 +443,11 @@ def find_secrets(text: str, *, keyed: bool = False, depth: int = 0) -> list[tupl
         pattern = VALUE_PATTERNS[n]
         if pattern.needs is not None and pattern.needs.search(folded) is None:
             continue
-        for match in pattern.regex.finditer(text):
-            secret = match.group(pattern.group)
-            if secret and PLACEHOLDER.fullmatch(secret) is None:
-                found.append((*match.span(pattern.group), secret))
+        for regex in pattern.regexes:
+            for match in regex.finditer(text):
+                secret = match.group(pattern.group)
+                if secret and PLACEHOLDER.fullmatch(secret) is None:
+                    found.append((*match.span(pattern.group), secret))
     found.sort()
     spans: list[tuple[int, int, str]] = []
     for start, end, secret in found:  # one secret found by two patterns counts once
