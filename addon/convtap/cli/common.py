@@ -7,7 +7,6 @@ import os
 import re
 import socket
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,8 +14,6 @@ import click
 
 from convtap.journal import DEFAULT_DB
 from convtap.wire.jsonvalue import allow_deep_json
-
-MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
 
 db_option = click.option(
     "--db", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DB,
