@@ -70,7 +70,8 @@ test: $(STAMP) $(CLIENTS_STAMP) $(DATASETTE_STAMP) $(DATASETTE1_STAMP) $(PHOENIX
 		CONVTAP_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix $(BIN)/python -m pytest -q
 
 # Every test that starts no process, the quick loop (a test that starts one unmarked fails here:
-# tests that do are marked `process`, and `make test` runs them too).
+# tests that do are marked `process`, and `make test` runs them too). Each Hypothesis property
+# tries a quarter of its examples here (tests/conftest.py), all of them under `make test`.
 check: $(STAMP)
 	CONVTAP_NO_PROCESSES=1 $(BIN)/python -m pytest -q -m "not process"
 

@@ -29,6 +29,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(out.glob("convtap-*.whl"))
 
 
+@pytest.mark.process  # its wheel is built by pip, a process
 def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}

@@ -99,14 +99,6 @@ def sdk_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sdk_session(tmp_path_factory.mktemp("sdk"))[0]
 
 
-@pytest.fixture(scope="module")
-def demo_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo: f/conversation and the Responses API, a client answering with mistakes."""
-    db = tmp_path_factory.mktemp("demo") / "demo.db"
-    assert convtap("demo", "--db", str(db)).returncode == 0
-    return db
-
-
 def test_a_chat_span_per_model_turn_over_http_and_websocket(sdk_capture: Path) -> None:
     spans = exported(sdk_capture)
     chats = [s for s in spans if s["attributes"]["gen_ai.operation.name"] == "chat"]
