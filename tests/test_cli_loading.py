@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 from convtap.cli import main
-from convtap.cli.common import COMMANDS
+from convtap.cli.common import COMMANDS, Commands
 
 MODULES = sorted({module for module, _ in COMMANDS.values()})
 
@@ -80,3 +80,16 @@ def test_decode_loads_only_what_decoding_needs(tmp_path: Path) -> None:
     found = [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_DECODE)]
     assert found == []
     assert "convtap.cli.protocol" in loaded
+
+
+def test_ctrl_c_while_a_command_loads_ends_it_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `convtap.entry` does while the CLI loads: status 130, no traceback, no "Aborted!"."""
+
+    def interrupted(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    group = Commands("convtap")  # nothing loaded yet
+    with pytest.raises(SystemExit) as stopped:
+        group.get_command(click.Context(group), "decode")
+    assert stopped.value.code == 130

@@ -90,7 +90,10 @@ class Commands(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            importlib.import_module(f"convtap.cli.{COMMANDS[cmd_name][0]}")  # it registers it
+            try:
+                importlib.import_module(f"convtap.cli.{COMMANDS[cmd_name][0]}")  # it registers it
+            except KeyboardInterrupt:  # still loading, as in `convtap.entry`: quietly, 130
+                sys.exit(130)
         return self.commands.get(cmd_name)
 
     def resolve_command(
