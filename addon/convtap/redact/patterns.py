@@ -25,19 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import ahocorasick_rs
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 
-from convtap.redact.denylists import (  # detect-secrets' detectors, their package not loaded
-    AWSKeyDetector,
-    AzureStorageKeyDetector,
-    GitHubTokenDetector,
-    GitLabTokenDetector,
-    NpmDetector,
-    OpenAIDetector,
-    PypiTokenDetector,
-    SendGridDetector,
-    SlackDetector,
-    SquareOAuthDetector,
-)
 from convtap.redact.escapes import Decoded
 from convtap.wire.jsonvalue import REDACTED
 
