@@ -28,13 +28,13 @@ $(STAMP): pyproject.toml constraints.txt
 		|| { echo "convtap needs Python >= 3.11 (set PYTHON=...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
 $(CLIENTS_STAMP): constraints-clients.txt
 	$(PYTHON) -m venv $(CLIENTS)
 	$(CLIENTS)/bin/python -m pip install -q --upgrade pip
-	$(CLIENTS)/bin/python -m pip install -q --no-compile -c constraints-clients.txt openai openai-agents
+	$(CLIENTS)/bin/python -m pip install -q -c constraints-clients.txt openai openai-agents
 	@# The Codex CLI too, where npm is (its test says so when it is not).
 	-command -v npm >/dev/null && npm install -s --no-audit --no-fund --prefix $(CLIENTS)/codex \
 		@openai/codex@$(CODEX_VERSION)
@@ -43,21 +43,21 @@ $(CLIENTS_STAMP): constraints-clients.txt
 $(DATASETTE_STAMP): constraints-datasette.txt pyproject.toml
 	$(PYTHON) -m venv $(DATASETTE)
 	$(DATASETTE)/bin/python -m pip install -q --upgrade pip
-	$(DATASETTE)/bin/python -m pip install -q --no-compile -c constraints-datasette.txt datasette zstandard
-	$(DATASETTE)/bin/python -m pip install -q --no-compile --no-deps -e .
+	$(DATASETTE)/bin/python -m pip install -q -c constraints-datasette.txt datasette zstandard
+	$(DATASETTE)/bin/python -m pip install -q --no-deps -e .
 	@touch $(DATASETTE_STAMP)
 
 $(DATASETTE1_STAMP): constraints-datasette1.txt pyproject.toml
 	$(PYTHON) -m venv $(DATASETTE1)
 	$(DATASETTE1)/bin/python -m pip install -q --upgrade pip
-	$(DATASETTE1)/bin/python -m pip install -q --no-compile -c constraints-datasette1.txt datasette zstandard
-	$(DATASETTE1)/bin/python -m pip install -q --no-compile --no-deps -e .
+	$(DATASETTE1)/bin/python -m pip install -q -c constraints-datasette1.txt datasette zstandard
+	$(DATASETTE1)/bin/python -m pip install -q --no-deps -e .
 	@touch $(DATASETTE1_STAMP)
 
 $(PHOENIX_STAMP): constraints-phoenix.txt
 	$(PYTHON) -m venv $(PHOENIX)
 	$(PHOENIX)/bin/python -m pip install -q --upgrade pip
-	$(PHOENIX)/bin/python -m pip install -q --no-compile -c constraints-phoenix.txt arize-phoenix
+	$(PHOENIX)/bin/python -m pip install -q -c constraints-phoenix.txt arize-phoenix
 	@touch $(PHOENIX_STAMP)
 
 demo: $(STAMP)
@@ -65,9 +65,9 @@ demo: $(STAMP)
 
 VENVS := $(STAMP) $(CLIENTS_STAMP) $(DATASETTE_STAMP) $(DATASETTE1_STAMP) $(PHOENIX_STAMP)
 
-# The virtualenvs are made side by side (installing waits on files more than on the CPU), and
-# without compiling every module they hold (Python compiles what is imported, once): a fresh
-# clone's `make test` spends minutes less before its first test.
+# The virtualenvs are made side by side (installing waits on files more than on the CPU): a fresh
+# clone's `make test` spends less before its first test. (pip compiles every module it installs:
+# where PYTHONDONTWRITEBYTECODE is set, nothing else would, and each process would compile again.)
 test:
 	@$(MAKE) --no-print-directory -j5 $(VENVS)
 	CONVTAP_CLIENTS_PYTHON=$(abspath $(CLIENTS))/bin/python \
@@ -76,7 +76,8 @@ test:
 		CONVTAP_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix $(BIN)/python -m pytest -q
 
 # Every test that starts no process, the quick loop (a test that starts one unmarked fails here:
-# tests that do are marked `process`, and `make test` runs them too).
+# tests that do are marked `process`, and `make test` runs them too). Each Hypothesis property
+# tries a quarter of its examples here (tests/conftest.py), all of them under `make test`.
 check: $(STAMP)
 	CONVTAP_NO_PROCESSES=1 $(BIN)/python -m pytest -q -m "not process"
 

@@ -29,6 +29,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(out.glob("convtap-*.whl"))
 
 
+@pytest.mark.process  # its wheel is built by pip, a process
 def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
@@ -107,12 +108,6 @@ def test_every_layer_says_what_it_is_and_may_import() -> None:
         assert doc and ("import" in doc.lower()), init
 
 
-# Still over the bounds, each to be cut: the reference client (beside the mock's own changes) and
-# `record`'s orchestration (to move out of the CLI, with the launcher).
-LONG_MODULES = {"mock/refclient.py"}
-LONG_FUNCTIONS = {"cli/recording.py:record"}
-
-
 def test_modules_stay_under_500_lines_and_functions_under_80() -> None:
     modules, functions = set(), set()
     for path in PACKAGE.rglob("*.py"):
@@ -124,5 +119,5 @@ def test_modules_stay_under_500_lines_and_functions_under_80() -> None:
             is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
             if is_function and (node.end_lineno or 0) - node.lineno >= 80:
                 functions.add(f"{name}:{node.name}")
-    assert modules == LONG_MODULES
-    assert functions == LONG_FUNCTIONS
+    assert modules == set()
+    assert functions == set()

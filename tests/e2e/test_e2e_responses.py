@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from convtap.mock.refclient import RefClient, ResponsesSummary, responses_request
+from convtap.mock.refclient import RefClient
+from convtap.mock.refresponses import ResponsesSummary, responses_request
 from convtap.mock.server import MockServer
 from convtap.wire.responses import decode_responses
 from convtap.wire.sse import SSEParser

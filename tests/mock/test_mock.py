@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 from convtap.mock.app import split_chunks
-from convtap.mock.refclient import ClientError, RefClient, user_message
+from convtap.mock.refclient import RefClient, user_message
+from convtap.mock.refhttp import ClientError
 from convtap.mock.server import MockServer
 from convtap.wire.turn import TurnDecoder
 

@@ -122,6 +122,7 @@ def test_the_paths_that_differ_are_written_as_diff_writes_them() -> None:
     assert paths == ["input", "store", "tools[]{function}.parameters", "extra"]
 
 
+@pytest.mark.process
 def test_the_replay_server_sends_the_recorded_bytes_and_a_miss_as_the_api_refuses(
     capture: Path,
 ) -> None:
@@ -193,6 +194,7 @@ def test_a_capture_that_cannot_be_replayed_is_one_line_and_exit_2(
         assert said in done.stderr, done.stderr
 
 
+@pytest.mark.process
 def test_run_with_a_database_that_is_no_capture_is_one_line_and_exit_2(tmp_path: Path) -> None:
     text = tmp_path / "notes.db"
     text.write_text("not a database")

@@ -28,6 +28,7 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 from tests.report.test_report import RULES, Page, build_capture, fresh_ids, rows
 from tests.runner import convtap
 
+pytestmark = pytest.mark.process  # every test drives a headless Chromium (its fixture starts it)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-default-apps"]  # fmt: skip

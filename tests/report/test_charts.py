@@ -20,11 +20,9 @@ from tests.report.test_svg import SVG, bars_of, parse
 from tests.runner import convtap
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("charts") / "demo.db"
-    assert convtap("demo", "--db", str(db)).returncode == 0
-    return db
+@pytest.fixture
+def demo(demo_capture: Path) -> Path:
+    return demo_capture
 
 
 def chart(html: str, chart_id: str) -> ET.Element:

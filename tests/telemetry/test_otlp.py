@@ -99,14 +99,7 @@ def sdk_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sdk_session(tmp_path_factory.mktemp("sdk"))[0]
 
 
-@pytest.fixture(scope="module")
-def demo_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo: f/conversation and the Responses API, a client answering with mistakes."""
-    db = tmp_path_factory.mktemp("demo") / "demo.db"
-    assert convtap("demo", "--db", str(db)).returncode == 0
-    return db
-
-
+@pytest.mark.process  # its capture: `convtap record` and the SDK's client
 def test_a_chat_span_per_model_turn_over_http_and_websocket(sdk_capture: Path) -> None:
     spans = exported(sdk_capture)
     chats = [s for s in spans if s["attributes"]["gen_ai.operation.name"] == "chat"]
@@ -134,6 +127,7 @@ def test_a_chat_span_per_model_turn_over_http_and_websocket(sdk_capture: Path) -
     assert len({s["traceId"] for s in chats}) == len(CLIENT_RUNS)
 
 
+@pytest.mark.process  # its capture: `convtap record` and the SDK's client
 def test_an_execute_tool_span_per_answered_call_from_the_call_to_the_request_with_its_output(
     sdk_capture: Path,
 ) -> None:
@@ -197,6 +191,7 @@ def test_no_content_unless_asked_and_then_only_what_is_stored(demo_capture: Path
                 assert message["role"] and isinstance(message["parts"], list)
 
 
+@pytest.mark.process  # its capture: `convtap record` and the SDK's client
 def test_the_same_capture_gives_the_same_ids(sdk_capture: Path, tmp_path: Path) -> None:
     ids = [(s["traceId"], s["spanId"], s.get("parentSpanId")) for s in exported(sdk_capture)]
     again = [(s["traceId"], s["spanId"], s.get("parentSpanId")) for s in exported(sdk_capture)]
@@ -278,6 +273,7 @@ def same_spans(phoenix_spans: list[dict[str, Any]], spans: list[dict[str, Any]])
         ]
 
 
+@pytest.mark.process  # Phoenix runs as a process
 def test_export_sends_the_spans_to_phoenix(
     phoenix: str, demo_capture: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

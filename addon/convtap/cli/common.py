@@ -1,13 +1,14 @@
-"""What every command shares: the command group, its one-line usage errors, `fail` and `say`,
-the `--db` option and the checks of a port, a host and a file to read."""
+"""What every command shares: the command group (each command's module loaded only when it runs),
+its one-line usage errors, `fail` and `say`, the `--db` option and the checks of a port, a host
+and a file to read."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import socket
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,8 +16,6 @@ import click
 
 from convtap.journal import DEFAULT_DB
 from convtap.wire.jsonvalue import allow_deep_json
-
-MITM_SCRIPT = resources.files("convtap.proxy") / "script.py"
 
 db_option = click.option(
     "--db", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DB,
@@ -33,8 +32,85 @@ class OneLineUsageError(click.UsageError):
         say(f"{self.format_message().rstrip('.')}{where}")
 
 
+# Every command: the module (in `convtap.cli`) that defines it, and its help's first sentence,
+# which `convtap --help` lists without loading the module (a test checks both against the
+# commands themselves). A command starts with only what it needs loaded: `convtap decode` starts
+# without the proxy, the store or the recorder.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": ("auditing", "Check every tool return in a capture against the contract and report "
+              "the findings."),
+    "calls": ("captures", "The call ledger: one row per tool call, with its return and what "
+              "became of it."),
+    "datasette-metadata": ("captures", "Print Datasette metadata with convtap's canned queries, "
+                           "for a Datasette without convtap's plugin (with it, every capture has "
+                           "them, whatever its name)."),
+    "decode": ("protocol", "Decode a raw f/conversation response body into messages, events and "
+               "tool calls."),
+    "demo": ("mocking", "Run the main job end to end on 127.0.0.1: the mock, the recorder in front "
+             "of it, the reference client answering a tool call correctly and then wrongly; print "
+             "the call ledger."),
+    "diff": ("protocol", "What changed in the protocol between A and B (capture databases, "
+             "anything `convtap import` reads, or shapes files written by `convtap shapes`), or "
+             "what a capture carries that the models do not know."),
+    "export": ("captures", "Export a capture as a HAR 1.2 file that convtap import, browsers and "
+               "mitmproxy read, or its OpenTelemetry traces (GenAI semantic conventions) as "
+               "OTLP/JSON or over OTLP/HTTP."),
+    "import": ("captures", "Import mitmproxy flow files (.mitm), HAR files and raw .sse bodies "
+               "into --db."),
+    "mitm-script": ("recording", "Print the path of the script mitmproxy loads to record with "
+                    "convtap."),
+    "mock": ("mocking", "Play the server's side on 127.0.0.1: prepare, sentinel, f/conversation, "
+             "resume, GET conversation/<id>, the user WebSocket and the Responses API (over HTTP "
+             "and WebSocket mode), as a scenario says."),
+    "record": ("recording", "Run the proxy and record every turn, tool call and tool return into "
+               "--db."),
+    "report": ("captures", "Write one self-contained HTML page of a capture: a summary, each "
+               "conversation's turns with every call, its return and its findings, filters and "
+               "the rules explained."),
+    "reprocess": ("captures", "Decode a capture again, from its raw events, with this version's "
+                  "decoder."),
+    "rules": ("auditing", "List the contract rules, or explain one."),
+    "run": ("running", "Run COMMAND with its clients recorded into --db, then sum up the capture "
+            "in one line."),
+    "schemas": ("protocol", "Write the JSON Schema of every wire model into schemas/ (or check it "
+                "is current)."),
+    "serve": ("recording", "Serve the report of a capture on 127.0.0.1, kept current while it is "
+              "recorded into."),
+    "shapes": ("protocol", "The shapes of one or more captures, merged, as a shapes file: paths, "
+               "JSON types, counts and enum values, never a value of the session."),
+}  # fmt: skip
+
+
 class Commands(click.Group):
-    """convtap's commands, whose usage errors take one line."""
+    """convtap's commands, whose usage errors take one line. Each is loaded from its module
+    (`COMMANDS`) when it is asked for; the list in `--help` is the table's."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            try:
+                importlib.import_module(f"convtap.cli.{COMMANDS[cmd_name][0]}")  # it registers it
+            except KeyboardInterrupt:  # still loading, as in `convtap.entry`: quietly, 130
+                sys.exit(130)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.NoSuchCommand as exc:  # "did you mean" among every command, loaded or not
+            raise click.NoSuchCommand(exc.command_name, possibilities=COMMANDS, ctx=ctx) from None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists them, from the table: no command's module is loaded for `--help`."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit))
+                for name in self.list_commands(ctx)]  # fmt: skip
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:

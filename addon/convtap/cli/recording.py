@@ -3,18 +3,14 @@ live page) and `convtap mitm-script`."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from convtap.cli.common import MITM_SCRIPT, db_option, fail, host_unknown, main, port_in_use, say
+from convtap.cli.common import db_option, fail, host_unknown, main, port_in_use, say
+from convtap.proxy import MITM_SCRIPT
 
 
 @main.command()
@@ -78,21 +74,53 @@ def record(
       convtap record --web           # and watch the report live: open the URL it prints
       convtap record --otlp-endpoint http://127.0.0.1:6006/v1/traces   # traces, live
     """
-    from convtap.proxy.stopping import StopRequest, recording_master
+    from convtap.proxy.stopping import StopRequest
 
     previous = StopRequest.install()  # first: a Ctrl-C from here on stops the recording cleanly
     click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
+    from convtap.launch.recording import ProxyRefused, ProxySettings, RecordError
+    from convtap.launch.recording import catch_up as record_journal
+    from convtap.launch.recording import record as record_proxy
+
+    traces = check_options(mode, listen_host, listen_port, catch_up, web, web_port,
+                           otlp_endpoint, otel_content)  # fmt: skip
+    try:
+        if catch_up:
+            found = record_journal(db, redact=not no_redact)
+            click.echo(f"recorded what the journal beside {db} held" if found
+                       else f"nothing to catch up: no journal beside {db}")  # fmt: skip
+            return
+        proxy = ProxySettings(mode, listen_host, listen_port, db, not no_redact, settings,
+                              (web_port or 0) if web else None, traces, otel_content)  # fmt: skip
+        stopped = record_proxy(proxy, click.echo, say)
+    except RecordError as exc:
+        fail(str(exc))
+    except ProxyRefused:  # it said why
+        sys.exit(2)
+    if stopped.dropped:
+        say(f"{stopped.dropped} lines of the proxy's output were dropped: their reader was too"
+            " slow")  # fmt: skip
+    if stopped.failed:  # recording stopped: say it last
+        say(stopped.failed)
+        sys.exit(1)
+
+
+def check_options(
+    mode: str,
+    listen_host: str,
+    listen_port: int,
+    catch_up: bool,
+    web: bool,
+    web_port: int | None,
+    otlp_endpoint: str | None,
+    otel_content: bool,
+) -> str | None:
+    """The options that cannot go together or name no proxy, each one line, exit 2, before any
+    file is made (mitmproxy's own start-up errors would leave a new database and its journal);
+    the traces URL."""
     from mitmproxy.proxy.mode_specs import ProxyMode
-    from mitmproxy.tools import cmdline
-    from mitmproxy.tools.main import run
 
-    from convtap.journal.segments import JournalError, check_free, journal_dir, remove_if_unused
-    from convtap.proxy.addon import ConvtapAddon
-    from convtap.record.queued_output import QueuedOutput
-    from convtap.redact.redactor import UnusableKey, chosen
-    from convtap.store.database import StoreError, check_database, open_readonly
-
-    if not catch_up:  # mitmproxy's own startup errors left a new database and its journal
+    if not catch_up:
         try:
             ProxyMode.parse(mode)
         except ValueError as exc:
@@ -101,88 +129,16 @@ def record(
             fail(f"--listen-host {listen_host}: {unknown}")
     if not catch_up and (busy := port_in_use(listen_host, listen_port)) is not None:
         fail(f"cannot listen on {listen_host}:{listen_port} ({busy}): choose another "
-             "--listen-port (0 picks a free one)")  # fmt: skip  # before any file is made
+             "--listen-port (0 picks a free one)")  # fmt: skip
     if web and catch_up:
         fail("--web shows a recording: it cannot go with --catch-up")
     if web_port is not None and not web:
         fail("--web-port goes with --web")
     traces = live_traces_url(otlp_endpoint, otel_content, catch_up)
-    web_port = web_port or 0
-    if web and (busy := port_in_use("127.0.0.1", web_port)) is not None:
-        fail(f"cannot listen on 127.0.0.1:{web_port} ({busy}): choose another --web-port "
+    if web and (busy := port_in_use("127.0.0.1", web_port or 0)) is not None:
+        fail(f"cannot listen on 127.0.0.1:{web_port or 0} ({busy}): choose another --web-port "
              "(0 picks a free one)")  # fmt: skip
-    if catch_up and not journal_dir(db).is_dir():  # nothing to do: not even a new database
-        try:
-            if db.exists():  # but a file that is no capture is said so
-                open_readonly(db).conn.close()
-        except StoreError as exc:
-            fail(str(exc))
-        click.echo(f"nothing to catch up: no journal beside {db}")
-        return
-    new = not db.exists()
-    try:
-        chosen(not no_redact)  # the key first: an unusable one leaves no database behind
-        check_database(db)
-        check_free(journal_dir(db))
-        if catch_up:  # in this process: Ctrl-C stops it (the journal keeps what is left)
-            from convtap.record.consumer import catch_up as record_journal
-
-            StopRequest.raised()
-            if StopRequest.requested:
-                raise KeyboardInterrupt
-            found = record_journal(db, redact=not no_redact, echo="stdout")
-    except (UnusableKey, StoreError, JournalError) as exc:
-        fail(str(exc))
-    if catch_up:
-        click.echo(f"recorded what the journal beside {db} held" if found
-                   else f"nothing to catch up: no journal beside {db}")  # fmt: skip
-        return
-    if no_redact:
-        click.echo("convtap: --no-redact: secrets will be stored in clear", err=True)
-    args = ["--mode", mode, "--listen-host", listen_host, "--listen-port", str(listen_port),
-            "-s", str(MITM_SCRIPT), "--set", f"convtap_db={db}",
-            "--set", f"convtap_redact={'false' if no_redact else 'true'}",
-            "--set", "convtap_echo=stdout", "--set", "convtap_ws_trim=true",
-            "--set", "flow_detail=0", "--set", "termlog_verbosity=warn"]  # fmt: skip
-    for setting in settings:
-        args += ["--set", setting]
-    page = None
-    try:
-        page = start_live_page(db, web_port, new=new) if web else None
-        if traces is not None:  # the recorder process the addon starts reads them
-            from convtap.telemetry.live import CONTENT, ENDPOINT
-
-            os.environ[ENDPOINT] = traces
-            os.environ[CONTENT] = "1" if otel_content else "0"
-            click.echo(f"Traces: each turn's spans go to {traces} as it ends")
-        sys.stdout = output = QueuedOutput(sys.stdout)  # mitmproxy's lines never hold the traffic
-        asyncio.set_event_loop_policy(QuietCancelPolicy())
-        sys.argv[0] = "convtap"  # mitmproxy says a bad --set value as `ARGV0: why`
-        master = run(recording_master(), cmdline.mitmdump, args)  # what `mitmdump` runs
-    except SystemExit as exc:  # mitmproxy refused to start (a --set value): nothing is left
-        if exc.code in (0, None):
-            raise
-        if new:
-            from convtap.store.database import remove_if_empty
-
-            remove_if_empty(db)
-            remove_if_unused(journal_dir(db))
-        sys.exit(2)
-    finally:
-        StopRequest.ignored()  # the proxy has stopped: what is left is the way out
-        if page is not None:
-            page.terminate()
-            try:
-                page.wait(30)
-            except subprocess.TimeoutExpired:
-                page.kill()
-    if output.dropped:
-        click.echo(f"convtap: {output.dropped} lines of the proxy's output were dropped: their"
-                   " reader was too slow", err=True)  # fmt: skip
-    addon = master.addons.get(ConvtapAddon.name)  # type: ignore[no-untyped-call]
-    if isinstance(addon, ConvtapAddon) and addon.failed:  # recording stopped: say it last
-        say(addon.failed)
-        sys.exit(1)
+    return traces
 
 
 def live_traces_url(endpoint: str | None, content: bool, catch_up: bool) -> str | None:
@@ -199,29 +155,6 @@ def live_traces_url(endpoint: str | None, content: bool, catch_up: bool) -> str 
         return traces_url(endpoint)
     except EndpointError as exc:
         fail(f"--otlp-endpoint: {exc}")
-
-
-def start_live_page(db: Path, port: int, *, new: bool) -> subprocess.Popen[str]:
-    """`convtap serve` in a process of its own, at a lower priority than the proxy; its URL
-    printed once it listens. When it cannot start, a `new` database goes too. In a process
-    group of its own, which the terminal's Ctrl-C does not reach: it is stopped once the
-    recorder has finished."""
-    page = subprocess.Popen([sys.executable, "-m", "convtap.cli", "serve", "--db", str(db),
-                             "--port", str(port)], stdout=subprocess.PIPE, text=True,
-                            process_group=0)  # fmt: skip
-    assert page.stdout is not None
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, page.pid, 10)  # the traffic goes first
-    url = page.stdout.readline().strip()
-    if not url:  # it said why on stderr
-        page.wait()
-        if new:
-            from convtap.store.database import remove_if_empty
-
-            remove_if_empty(db)
-        fail("the live page could not start (--web)")
-    click.echo(f"Watch live: {url}")
-    return page
 
 
 @main.command()
@@ -254,23 +187,6 @@ def serve(db: Path, port: int) -> None:
         fail(str(exc))
     except ListenError as exc:
         fail(f"{exc}: choose another --port")
-
-
-class QuietCancelPolicy(asyncio.DefaultEventLoopPolicy):
-    """Loops that do not print a connection's cancellation. When the proxy stops with clients
-    connected (its recorder died, or Ctrl-C), the loop cancels each connection's task, and
-    Python 3.11's streams then print a CancelledError traceback per connection. mitmproxy puts
-    back the loop's own handler when it stops, so the handler is set as the loop is made."""
-
-    def new_event_loop(self) -> asyncio.AbstractEventLoop:
-        loop = super().new_event_loop()
-        loop.set_exception_handler(_quiet_cancelled)
-        return loop
-
-
-def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    if not isinstance(context.get("exception"), asyncio.CancelledError):
-        loop.default_exception_handler(context)
 
 
 @main.command("mitm-script")

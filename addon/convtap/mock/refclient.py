@@ -1,51 +1,41 @@
 """A reference client for the conversation backend: a local tool call, done right (or wrong).
 
-Standard library HTTP (`http.client`) and tornado's WebSocket client, nothing else. It runs one
+Standard library HTTP (`refhttp`) and tornado's WebSocket client, nothing else. It runs one
 user turn (sentinel prepare/finalize, `f/conversation/prepare`, `f/conversation` declaring the
 `handoff` and `alefita_way` signatures), decodes the stream with `TurnDecoder` (resuming a
 cut stream, following a `stream_handoff` onto the user WebSocket), runs the `local.*` tool the
 model called, sends the return exactly as docs/protocol.md, "The tool return contract" says (or
-with typical mistakes when
-`faulty`), reads the continuation and fetches `GET conversation/<id>` to see whether the server
-took the return. `run_responses` does the same for the Responses API (a `function_call` and a
-client `tool_search_call`, answered in a second request with `previous_response_id`). It talks
-to a base URL directly or through an HTTP proxy.
+with typical mistakes when `faulty`), reads the continuation and fetches `GET conversation/<id>`
+to see whether the server took the return. `run_responses` (from `refresponses`) does the same
+for the Responses API. It talks to a base URL directly or through an HTTP proxy.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import secrets
 import socket
-import ssl
 import time
 import uuid
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from tornado.httpclient import HTTPRequest
 from tornado.netutil import Resolver
 from tornado.websocket import websocket_connect
 
+from convtap.mock.refresponses import ResponsesClient
 from convtap.vocab import STREAM_HANDOFF
 from convtap.wire.jsonvalue import loads
-from convtap.wire.responses import ResponsesDecoder, decode_responses
-from convtap.wire.sse import SSEParser
 from convtap.wire.turn import ToolCall, TurnDecoder, TurnSummary, handoff_topic, message_text
 
 SEED = resources.files("convtap.mock") / "seed"
 DEFAULT_PROMPT = "use o alefita way com a mensagem: segundo eco do caminho"
 MODEL = "gpt-5-6-thinking"
 MAX_RESUMES = 3
-RESPONSES_PATH = "/v1/responses"
-RESPONSES_MODEL = "gpt-5.1"
 
 
 @dataclass(frozen=True)
@@ -59,28 +49,6 @@ class RunSummary:
     resumes: int  # f/conversation/resume requests made
     websocket: bool  # a turn continued on the user WebSocket
     tree: dict[str, Any] | None  # GET conversation/<id>
-
-
-@dataclass(frozen=True)
-class ResponsesCall:
-    item_id: str | None  # the output item's id (fc_…, tsc_…)
-    call_id: str | None  # what the output must name
-    type: str  # function_call, custom_tool_call, tool_search_call
-    name: str | None
-
-
-@dataclass(frozen=True)
-class ResponsesSummary:
-    response_id: str | None  # the response that made the calls
-    calls: tuple[ResponsesCall, ...]
-    sent: tuple[dict[str, Any], ...]  # the request bodies, in order
-    final_response_id: str | None  # the answer's response
-    text: str  # the answer's output text
-    bodies: tuple[bytes, ...]  # the response bodies as received (gunzipped), in order
-
-
-class ClientError(RuntimeError):
-    """The server answered with an error status or something that is not the protocol."""
 
 
 def signatures() -> list[dict[str, Any]]:
@@ -132,87 +100,6 @@ def tool_return(call: ToolCall, result: Any, *, faulty: bool = False) -> dict[st
     }
 
 
-def responses_tools() -> list[dict[str, Any]]:
-    """The request's tools: a function, and a tool search the client runs."""
-    return [
-        {
-            "type": "function",
-            "name": "get_weather",
-            "description": "Weather for a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-            "strict": False,
-        },
-        {"type": "tool_search", "execution": "client"},
-    ]
-
-
-def responses_request(*, stream: bool = True) -> dict[str, Any]:
-    return {
-        "model": RESPONSES_MODEL,
-        "stream": stream,
-        "input": [
-            {
-                "role": "user",
-                "content": "Como está o tempo em São Paulo? E procure ferramentas de calendário.",
-            }
-        ],
-        "tools": responses_tools(),
-    }
-
-
-def run_responses_call(call: dict[str, Any]) -> Any:
-    """The client side: get_weather says 21 °C (a JSON string), the tool search finds one
-    function tool; anything else is an error string."""
-    if call["type"] == "tool_search_call":
-        return [
-            {
-                "type": "function",
-                "name": "create_event",
-                "description": "Create a calendar event.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"title": {"type": "string"}, "start": {"type": "string"}},
-                    "required": ["title", "start"],
-                    "additionalProperties": False,
-                },
-                "strict": True,
-            }
-        ]
-    if call["name"] == "get_weather":
-        return json.dumps({"temp_c": 21})
-    return json.dumps({"error": f"unknown tool {call['name']}"})
-
-
-def responses_output(call: dict[str, Any], *, faulty: bool = False) -> dict[str, Any]:
-    """The input item answering a call (docs/protocol.md, "Responses API"). `faulty` names a
-    function call by its item id (fc_…) instead of its call_id: the classic bug."""
-    result = run_responses_call(call)
-    if call["type"] == "tool_search_call":
-        return {
-            "type": "tool_search_output",
-            "call_id": call["call_id"],
-            "execution": "client",
-            "status": "completed",
-            "tools": result,
-        }
-    call_id = call["item_id"] if faulty and call["type"] == "function_call" else call["call_id"]
-    kind = (
-        "custom_tool_call_output" if call["type"] == "custom_tool_call" else "function_call_output"
-    )
-    return {"type": kind, "call_id": call_id, "output": result}
-
-
-def output_text(items: list[dict[str, Any]]) -> str:
-    """The text of a response's assistant messages."""
-    return "".join(
-        part.get("text", "")
-        for item in items
-        if item.get("type") == "message"
-        for part in item.get("content") or []
-        if isinstance(part, dict) and part.get("type") == "output_text"
-    )
-
-
 def user_message(text: str) -> dict[str, Any]:
     return {
         "id": str(uuid.uuid4()),
@@ -236,8 +123,9 @@ class _ProxyResolver(Resolver):
         return [(socket.AF_INET, self.address)]
 
 
-class RefClient:
-    """One client session against `base_url` (e.g. `http://127.0.0.1:8765`)."""
+class RefClient(ResponsesClient):
+    """One client session against `base_url` (e.g. `http://127.0.0.1:8765`): f/conversation's
+    turns here, the Responses API's from `ResponsesClient`, the transport from `HttpClient`."""
 
     def __init__(
         self,
@@ -247,78 +135,9 @@ class RefClient:
         cafile: str | Path | None = None,
         timeout: float = 10.0,
     ) -> None:
-        parts = urlsplit(base_url)
-        self.scheme = parts.scheme
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or (443 if self.scheme == "https" else 80)
-        self.proxy = urlsplit(proxy) if proxy else None
-        self.timeout = timeout
-        self.ssl_context = ssl.create_default_context(cafile=str(cafile) if cafile else None)
+        super().__init__(base_url, proxy=proxy, cafile=cafile, timeout=timeout)
         self.resumes = 0
         self.websocket = False
-
-    # -- transport -----------------------------------------------------------------------------
-
-    def _connect(self) -> tuple[http.client.HTTPConnection, str]:
-        """A connection and the request-target prefix (absolute-form through a plain proxy)."""
-        origin = f"{self.scheme}://{self.host}:{self.port}"
-        if self.proxy is None:
-            if self.scheme == "https":
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                    self.host, self.port, timeout=self.timeout, context=self.ssl_context
-                )
-            else:
-                conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-            return conn, ""
-        proxy_host, proxy_port = self.proxy.hostname or "127.0.0.1", self.proxy.port or 8080
-        if self.scheme == "https":  # a CONNECT tunnel, then TLS to the origin inside it
-            conn = http.client.HTTPSConnection(
-                proxy_host, proxy_port, timeout=self.timeout, context=self.ssl_context
-            )
-            conn.set_tunnel(self.host, self.port)
-            return conn, ""
-        return http.client.HTTPConnection(proxy_host, proxy_port, timeout=self.timeout), origin
-
-    def _send(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> Iterator[bytes]:
-        """Send a request; its response body, decoded, chunk by chunk as it arrives."""
-        conn, prefix = self._connect()
-        all_headers = {
-            "Authorization": "Bearer convtap-refclient",
-            "User-Agent": "convtap-refclient/1 (the reference client of convtap mock)",
-            "Accept-Encoding": "gzip",
-            "oai-device-id": "convtap-refclient",
-            **(headers or {}),
-        }
-        data = None
-        if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode()
-            all_headers["Content-Type"] = "application/json"
-        try:
-            conn.request(method, prefix + path, body=data, headers=all_headers)
-            response = conn.getresponse()
-        except BaseException:
-            conn.close()
-            raise
-        if response.status >= 400:
-            detail = b"".join(_body_chunks(conn, response)).decode("utf-8", "replace")
-            raise ClientError(f"{method} {path}: HTTP {response.status}: {detail[:200]}")
-        return _body_chunks(conn, response)
-
-    def request_json(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> Any:
-        return loads(b"".join(self._send(method, path, body, headers)).decode("utf-8"))
-
-    def open_stream(
-        self, path: str, body: Any, headers: dict[str, str] | None = None
-    ) -> Iterator[bytes]:
-        """The decoded (gunzipped) body of a streaming POST, chunk by chunk as it arrives; it
-        ends early, without error, when the server closes the connection mid-body."""
-        return self._send("POST", path, body, {"Accept": "text/event-stream", **(headers or {})})
-
-    # -- protocol ------------------------------------------------------------------------------
 
     def requirements(self, conversation_id: str | None) -> dict[str, str]:
         """A fresh challenge and prepare (docs/protocol.md, "The tool return contract"): the
@@ -476,78 +295,6 @@ class RefClient:
             body = self.conversation_body(record, conversation_id, call.call_id, declared)
             turn = self.turn(body)
         return made
-
-    # -- the Responses API ---------------------------------------------------------------------
-
-    def responses(
-        self, body: dict[str, Any], *, path: str = RESPONSES_PATH
-    ) -> tuple[ResponsesDecoder, bytes]:
-        """One `POST …/responses`: the decoded response (an event stream when the body asks
-        for one, else a JSON response object) and the body as received (gunzipped)."""
-        if body.get("stream") is True:
-            decoder, parser, received = ResponsesDecoder(), SSEParser(), bytearray()
-            for chunk in self.open_stream(path, body):
-                received += chunk
-                for event in parser.feed(chunk):
-                    decoder.feed(event)
-            parser.close()
-            return decoder, bytes(received)
-        raw = b"".join(self._send("POST", path, body, {"Accept": "application/json"}))
-        return decode_responses([raw]), raw
-
-    def run_responses(
-        self, *, faulty: bool = False, stream: bool = True, path: str = RESPONSES_PATH
-    ) -> ResponsesSummary:
-        """Ask with a function and a client tool search, run the calls the response makes,
-        answer them in a second request (`previous_response_id`), read the answer. `faulty`
-        answers the function call with its item id instead of its call_id."""
-        first_body = responses_request(stream=stream)
-        first, first_raw = self.responses(first_body, path=path)
-        calls = first.tool_calls()
-        outputs = [responses_output(call, faulty=faulty) for call in calls]
-        bodies, sent = [first_raw], [first_body]
-        final: ResponsesDecoder | None = None
-        if outputs and first.response_id is not None:
-            second_body = {
-                "model": RESPONSES_MODEL,
-                "stream": stream,
-                "previous_response_id": first.response_id,
-                "input": outputs,
-            }
-            final, raw = self.responses(second_body, path=path)
-            bodies.append(raw)
-            sent.append(second_body)
-        return ResponsesSummary(
-            response_id=first.response_id,
-            calls=tuple(
-                ResponsesCall(c["item_id"], c["call_id"], c["type"], c["name"]) for c in calls
-            ),
-            sent=tuple(sent),
-            final_response_id=final.response_id if final else None,
-            text=output_text(final.output_items) if final else "",
-            bodies=tuple(bodies),
-        )
-
-
-def _body_chunks(
-    conn: http.client.HTTPConnection, response: http.client.HTTPResponse
-) -> Iterator[bytes]:
-    gzipped = response.getheader("Content-Encoding", "") == "gzip"
-    inflater = zlib.decompressobj(wbits=31) if gzipped else None
-    try:
-        while True:
-            try:
-                chunk = response.read1(65536)
-            except (http.client.IncompleteRead, ConnectionError):
-                return  # the server closed mid-body: the caller sees a cut stream
-            if not chunk:
-                break
-            yield inflater.decompress(chunk) if inflater is not None else chunk
-        if inflater is not None:
-            yield inflater.flush()
-    finally:
-        response.close()
-        conn.close()
 
 
 def _ends_turn(frame: str | bytes, topic: str) -> bool:

@@ -9,6 +9,9 @@ decode error of kind `wrong-type`, whose detail starts with the field's path in 
 (`content.parts.0: a string expected, got an integer`), and decoding goes on with the value as
 it came.
 
+The models (and pydantic) are loaded when the first finished message or item is checked, not
+when the decoders are: `convtap decode` of a stream that finishes none starts without them.
+
 What is not a wrong type is left to `convtap diff --against-schemas`, which shows drift from
 the models: an unknown field (the models keep them, `extra="allow"`), a missing one, a string
 outside a model's set of values (a new status, a new `content_type`), and everything under an
@@ -18,17 +21,18 @@ content's parts are not the text content's).
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-from convtap.models import ConversationMessage, CustomToolCall, FunctionCall, ToolSearchCall
-
-# The Responses items a model describes, by `type` (the others are kept as they came).
-ITEM_MODELS: dict[str, type[BaseModel]] = {
-    "function_call": FunctionCall,
-    "custom_tool_call": CustomToolCall,
-    "tool_search_call": ToolSearchCall,
+# The Responses items a model describes, by `type`, and the model's name in `convtap.models`
+# (the others are kept as they came).
+ITEM_MODELS = {
+    "function_call": "FunctionCall",
+    "custom_tool_call": "CustomToolCall",
+    "tool_search_call": "ToolSearchCall",
 }
 # pydantic's error types that say "a value of another type" (its `*_type` errors and these).
 _OTHER_TYPE = frozenset({"none_required", "is_instance_of"})
@@ -45,6 +49,8 @@ def wrong_types(model: type[BaseModel], value: dict[str, Any]) -> list[str]:
     """Each known field of `value` holding a value of the wrong type for `model`: its path, what
     the model expects and what it holds (`content.parts.0: a string expected, got an integer`);
     none when it validates (unknown fields and the rest of drift are not errors here)."""
+    from pydantic import ValidationError
+
     try:
         model.model_validate(value, strict=True)
     except ValidationError as exc:
@@ -102,15 +108,25 @@ def _json_type(value: Any, path: str) -> str:
 def message_errors(message: dict[str, Any]) -> list[str]:
     """`wrong_types` of a finished f/conversation message, each naming the message."""
     return [f"{detail} (message {message.get('id')})"
-            for detail in wrong_types(ConversationMessage, message)]  # fmt: skip
+            for detail in wrong_types(_model("ConversationMessage"), message)]  # fmt: skip
 
 
 def item_errors(item: dict[str, Any]) -> list[str]:
     """`wrong_types` of a finished Responses item of a type a model describes, each naming
     the item."""
-    model = ITEM_MODELS.get(str(item.get("type")))
-    if model is None:
+    name = ITEM_MODELS.get(str(item.get("type")))
+    if name is None:
         return []
+    model = _model(name)
     return [
         f"{detail} ({item.get('type')} {item.get('id')})" for detail in wrong_types(model, item)
     ]
+
+
+@functools.cache
+def _model(name: str) -> type[BaseModel]:
+    """The model `name` of `convtap.models`, loaded (with pydantic) on first use."""
+    import convtap.models
+
+    model: type[BaseModel] = getattr(convtap.models, name)
+    return model
