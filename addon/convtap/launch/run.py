@@ -56,10 +56,11 @@ class Recorder:
     said: list[str] = field(default_factory=list)
 
     def wait_for_ca(self, timeout: float = CA_WAIT) -> None:
-        """mitmproxy writes a new CA just after it starts listening: until it is there (or the
-        recorder stopped, or `timeout` passed; then reading it says why)."""
+        """mitmproxy writes a new CA just after it starts listening: until it is there whole (or
+        the recorder stopped, or `timeout` passed; then reading it says why). The file is there
+        before its certificate is: one read in between would trust nothing."""
         deadline = time.monotonic() + timeout
-        while not self.ca.is_file() and self.proc.poll() is None and time.monotonic() < deadline:
+        while not _whole_pem(self.ca) and self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def stop(self) -> int:
@@ -69,6 +70,13 @@ class Recorder:
         status = self.proc.wait()
         self.relay.join(30)
         return status
+
+
+def _whole_pem(path: Path) -> bool:
+    try:
+        return b"-----END CERTIFICATE-----" in path.read_bytes()
+    except OSError:
+        return False
 
 
 def record_args(db: Path, upstream: str | None, web: bool) -> list[str]:
