@@ -30,7 +30,7 @@ MAX_EVENT = 4 * 1024 * 1024
 # with a line break in it.
 OVERSIZED = "\nevent-too-large"
 # The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
-_SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
+_SIMPLE = re.compile(rb"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
 # A line the decoder does not read: a comment (`: …`), a field other than data and event (`id`,
 # `retry`, unknown ones), a line of no field; its start (the line end before it, or none). In
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
@@ -42,12 +42,15 @@ _LONE_CR = re.compile(rb"\r(?=[^\n])")  # a CR line end that no LF follows (in t
 _UNREAD_AFTER_LF = re.compile(UNREAD_LINE.pattern.replace("(?:\\A|\\n)", "\\n", 1))
 # Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
 # with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
-# only JSON's escapes). Runs of them are not split into events (see `BareRun`).
-_STRING_BODY = r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
-_BARE_SHAPES = [  # (a run of them, the text before each string)
-    (re.compile(f'(?:{re.escape(head)}{_STRING_BODY}"}}\n\n)+'), head)
-    for head in ('event: delta\ndata: {"v": "', 'event: delta\ndata: {"v":"')
+# only JSON's escapes). Runs of them are not split into events (see `BareRun`). Matched in the
+# block's bytes, which are valid UTF-8 there: no byte of a multi-byte sequence is a quote, a
+# backslash or a control character, so the grammar reads the same on bytes as on text.
+_STRING_BODY = rb'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+_BARE_SHAPES = [  # (a run of them, the bytes before each string)
+    (re.compile(b"(?:" + re.escape(head) + _STRING_BODY + b'"}\n\n)+'), head)
+    for head in (b'event: delta\ndata: {"v": "', b'event: delta\ndata: {"v":"')
 ]
+_NAMES = {b"delta": "delta", b"message": "message"}  # the usual names, decoded once
 
 
 def unread_line_starts(text: str) -> list[int]:
@@ -66,32 +69,34 @@ class SSEEvent(NamedTuple):
 
 
 class BareRun(NamedTuple):
-    """Consecutive bare frames of a block, `text[start:end]`: each is `head`, a JSON string's
-    text and '"}\\n\\n' (`_BARE_SHAPES`)."""
+    """Consecutive bare frames of a block, `block[start:end]` (its bytes, valid UTF-8): each is
+    `head`, a JSON string's text and '"}\\n\\n' (`_BARE_SHAPES`)."""
 
-    text: str
+    block: bytes
     start: int
     end: int
-    head: str
+    head: bytes
     frames: int  # how many: one blank line ends each, and only there
 
-    def array(self) -> str:
-        """The frames' strings as the text of one JSON array of them, to parse in one call."""
-        between = '"}\n\n' + self.head
-        strings = self.text[self.start + len(self.head) : self.end - 4].replace(between, '","')
-        return f'["{strings}"]'
+    def array(self) -> bytes:
+        """The frames' strings as the UTF-8 of one JSON array of them, to parse in one call
+        (orjson reads bytes as they are, where text would be encoded for it first)."""
+        between = b'"}\n\n' + self.head
+        strings = self.block[self.start + len(self.head) : self.end - 4].replace(between, b'","')
+        return b'["' + strings + b'"]'
 
     def events(self) -> list[SSEEvent]:
-        parts = _SIMPLE.split(self.text[self.start : self.end])
-        return list(map(SSEEvent._make, zip(parts[1::3], parts[2::3], strict=True)))
+        parts = _SIMPLE.split(self.block[self.start : self.end])
+        return [SSEEvent("delta", data.decode()) for data in parts[2::3]]
 
 
 class EventRun(NamedTuple):
     """Consecutive events of a block as the split found them, their names (None: all
-    `message`) and their data apart."""
+    `message`) and their data apart, as the UTF-8 that came (valid: the block decoded): a
+    reader that parses the data hands orjson these bytes, with no encoding again."""
 
     names: list[str] | None
-    datas: list[str]
+    datas: list[bytes]
 
     @property
     def frames(self) -> int:
@@ -99,7 +104,8 @@ class EventRun(NamedTuple):
 
     def events(self) -> list[SSEEvent]:
         names = self.names or ["message"] * len(self.datas)
-        return list(map(tuple.__new__, repeat(SSEEvent), zip(names, self.datas, strict=True)))
+        texts = map(bytes.decode, self.datas)
+        return list(map(tuple.__new__, repeat(SSEEvent), zip(names, texts, strict=True)))
 
 
 class Frames(Sequence[SSEEvent]):
@@ -316,73 +322,73 @@ class SSEParser:
         bare frames in it are found first and kept whole.
         """
         try:
-            text = self._text = block.decode("utf-8")
+            self._text = block.decode("utf-8")
             self._utf8 = block
         except UnicodeDecodeError:
             self._text = block.decode("utf-8", "surrogateescape")  # the raw events' bytes
             return self._parse_slowly(block)
+        # From here the block is valid UTF-8: it is split as bytes (the data handed on as the
+        # bytes that came), each piece decoding to the text's piece at the same place.
         if runs and len(block) <= self.max_event:
             for shape, head in _BARE_SHAPES:
-                if head in text:
-                    return self._parse_runs(text, shape, head)
-        parsed = self._parse_text(text, block)
+                if head in block:
+                    return self._parse_runs(block, shape, head)
+        parsed = self._parse_text(block)
         if isinstance(parsed, list):
             return parsed
         return Frames([parsed]) if runs else parsed.events()
 
-    def _parse_runs(self, text: str, shape: re.Pattern[str], head: str) -> list[SSEEvent] | Frames:
+    def _parse_runs(
+        self, block: bytes, shape: re.Pattern[bytes], head: bytes
+    ) -> list[SSEEvent] | Frames:
         """The runs of bare frames of `head`'s shape, and the events between them."""
         parts: list[BareRun | EventRun | list[SSEEvent]] = []
-        done = 0  # the text before is in `parts`
-        at = text.find(head)
+        done = 0  # the bytes before are in `parts`
+        at = block.find(head)
         while at >= 0:
             # a run starts an event: at the block's start, or after a blank line
-            starts = at == 0 or text[at - 2 : at] == "\n\n" or (at == 1 and text[0] == "\n")
-            run = shape.match(text, at) if starts else None
+            starts = at == 0 or block[at - 2 : at] == b"\n\n" or (at == 1 and block[:1] == b"\n")
+            run = shape.match(block, at) if starts else None
             if run is None:
-                at = text.find(head, at + 1)
+                at = block.find(head, at + 1)
                 continue
             if at > done:
-                parts.append(self._parse_text(text[done:at]))
-            parts.append(BareRun(text, at, run.end(), head, text.count("\n\n", at, run.end())))
+                parts.append(self._parse_text(block[done:at]))
+            frames = block.count(b"\n\n", at, run.end())
+            parts.append(BareRun(block, at, run.end(), head, frames))
             done = run.end()
-            at = text.find(head, done)
+            at = block.find(head, done)
         if done == 0:
-            parts.append(self._parse_text(text))
-        elif done < len(text):
-            parts.append(self._parse_text(text[done:]))
+            parts.append(self._parse_text(block))
+        elif done < len(block):
+            parts.append(self._parse_text(block[done:]))
         return Frames(parts)
 
-    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent] | EventRun:
+    def _parse_text(self, block: bytes) -> list[SSEEvent] | EventRun:
         """A block's (or a part of one's) events, as the split found them when they are all of
-        the simple shapes; `block` is its bytes when the caller has them (a part has none, and
-        is never larger than `max_event`)."""
-        parts = _SIMPLE.split(text)
+        the simple shapes. `block` is valid UTF-8 (a part of one is cut at an event's start)."""
+        parts = _SIMPLE.split(block)
         between = parts[0::3]
-        rest = "".join(between)
-        if rest.strip("\n"):  # comment lines, or lines of other shapes
+        rest = b"".join(between)
+        if rest.strip(b"\n"):  # comment lines, or lines of other shapes
             # A match must start a line: in `:data: x` the data field is inside a comment.
-            if any(piece and piece[-1] != "\n" for piece in between[:-1]):
-                return self._parse_slowly(text.encode() if block is None else block)
-            if any(line[:1] != ":" for line in rest.split("\n") if line):
-                return self._parse_slowly(text.encode() if block is None else block)
+            if any(piece and piece[-1:] != b"\n" for piece in between[:-1]):
+                return self._parse_slowly(block)
+            if any(line[:1] != b":" for line in rest.split(b"\n") if line):
+                return self._parse_slowly(block)
             self._unread = True  # comment lines only
             if self._unread_text is not None:
-                self._unread_text.append(rest)
+                self._unread_text.append(rest.decode())
         datas = parts[2::3]
-        if (
-            block is not None
-            and len(block) > self.max_event
-            and max(map(len, datas), default=0) > self.max_event
-        ):
+        if len(block) > self.max_event and max(map(len, datas), default=0) > self.max_event:
             return self._parse_slowly(block)
         named = parts[1::3]
         names: list[str] | None = None  # no event named: all `message`
         if named.count(None) != len(named):
-            names = [name or "message" for name in named] if None in named or "" in named else named
-        if "" in datas:  # an event whose data is empty is not dispatched
+            names = [_NAMES.get(name) or (name.decode() if name else "message") for name in named]
+        if b"" in datas:  # an event whose data is empty is not dispatched
             pairs = zip(names or ["message"] * len(datas), datas, strict=True)
-            return [SSEEvent(name, data) for name, data in pairs if data]
+            return [SSEEvent(name, data.decode()) for name, data in pairs if data]
         return EventRun(names, datas)
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
