@@ -50,6 +50,8 @@ _BARE_SHAPES = [  # (a run of them, the bytes before each string)
     (re.compile(b"(?:" + re.escape(head) + _STRING_BODY + b'"}\n\n)+'), head)
     for head in (b'event: delta\ndata: {"v": "', b'event: delta\ndata: {"v":"')
 ]
+# Both heads begin so: a block without it (a history echo) is searched once, not once a head.
+_BARE_START = b'event: delta\ndata: {"v":'
 _NAMES = {b"delta": "delta", b"message": "message"}  # the usual names, decoded once
 
 
@@ -329,7 +331,7 @@ class SSEParser:
             return self._parse_slowly(block)
         # From here the block is valid UTF-8: it is split as bytes (the data handed on as the
         # bytes that came), each piece decoding to the text's piece at the same place.
-        if runs and len(block) <= self.max_event:
+        if runs and len(block) <= self.max_event and _BARE_START in block:
             for shape, head in _BARE_SHAPES:
                 if head in block:
                     return self._parse_runs(block, shape, head)
