@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from itertools import repeat
 from typing import NamedTuple, overload
 
@@ -31,6 +32,7 @@ MAX_EVENT = 4 * 1024 * 1024
 OVERSIZED = "\nevent-too-large"
 # The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
 _SIMPLE = re.compile(rb"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
+_SIMPLE_TEXT = re.compile(_SIMPLE.pattern.decode())
 # A line the decoder does not read: a comment (`: …`), a field other than data and event (`id`,
 # `retry`, unknown ones), a line of no field; its start (the line end before it, or none). In
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
@@ -52,7 +54,7 @@ _BARE_SHAPES = [  # (a run of them, the bytes before each string)
 ]
 # Both heads begin so: a block without it (a history echo) is searched once, not once a head.
 _BARE_START = b'event: delta\ndata: {"v":'
-_NAMES = {b"delta": "delta", b"message": "message"}  # the usual names, decoded once
+_name = lru_cache(maxsize=256)(bytes.decode)  # an event's name: a stream repeats a few
 
 
 def unread_line_starts(text: str) -> list[int]:
@@ -335,10 +337,11 @@ class SSEParser:
             for shape, head in _BARE_SHAPES:
                 if head in block:
                     return self._parse_runs(block, shape, head)
+        if not runs:  # events wanted as text: cut from the text (no data decoded apart)
+            plain = _plain_events(self._text, self.max_event)
+            return plain if plain is not None else _events(self._parse_text(block))
         parsed = self._parse_text(block)
-        if isinstance(parsed, list):
-            return parsed
-        return Frames([parsed]) if runs else parsed.events()
+        return parsed if isinstance(parsed, list) else Frames([parsed])
 
     def _parse_runs(
         self, block: bytes, shape: re.Pattern[bytes], head: bytes
@@ -387,7 +390,10 @@ class SSEParser:
         named = parts[1::3]
         names: list[str] | None = None  # no event named: all `message`
         if named.count(None) != len(named):
-            names = [_NAMES.get(name) or (name.decode() if name else "message") for name in named]
+            if None in named or b"" in named:
+                names = [_name(name) if name else "message" for name in named]
+            else:
+                names = list(map(_name, named))
         if b"" in datas:  # an event whose data is empty is not dispatched
             pairs = zip(names or ["message"] * len(datas), datas, strict=True)
             return [SSEEvent(name, data.decode()) for name, data in pairs if data]
@@ -412,6 +418,24 @@ class SSEParser:
                 self._bad_utf8.append(len(events))
             events.append(event)
         return events
+
+
+def _events(parsed: list[SSEEvent] | EventRun) -> list[SSEEvent]:
+    return parsed if isinstance(parsed, list) else parsed.events()
+
+
+def _plain_events(text: str, max_event: int) -> list[SSEEvent] | None:
+    """A block's events when they are all of the simple shapes, each with data, and nothing is
+    between them (else None: `SSEParser._parse_text` reads it)."""
+    parts = _SIMPLE_TEXT.split(text)
+    if "".join(parts[0::3]).strip("\n"):
+        return None
+    names, datas = parts[1::3], parts[2::3]
+    if "" in datas or len(text) > max_event:
+        return None
+    if None in names or "" in names:
+        names = [name or "message" for name in names]
+    return list(map(tuple.__new__, repeat(SSEEvent), zip(names, datas, strict=True)))
 
 
 class _RawBytes:
