@@ -12,7 +12,7 @@ is not kept but dispatched as one `OVERSIZED` event carrying its size, and frami
 at the next blank line (so the buffer is bounded); an event whose bytes are not valid UTF-8 is
 decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in the `Block`'s
 `bad_utf8`; the `Block`'s text keeps such bytes as they came (each a lone surrogate, Python's
-`surrogateescape`), and the line ends as they came (CRLF; a lone CR as LF, `_RawBytes`), so
+`surrogateescape`), and the line ends as they came (CRLF; a lone CR as LF, `RawBytes`), so
 that the raw events can be stored byte for byte. `read` returns a chunk's whole result as one
 value; nothing is read off the parser.
 """
@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
 from typing import NamedTuple, overload
+
+from convtap.wire.rawbytes import RawBytes, decoded
 
 _BOM = b"\xef\xbb\xbf"
 MAX_EVENT = 4 * 1024 * 1024
@@ -38,7 +40,6 @@ _SIMPLE_TEXT = re.compile(_SIMPLE.pattern.decode())
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
 UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 _UNREAD = re.compile(UNREAD_LINE.pattern.encode())
-_LONE_CR = re.compile(rb"\r(?=[^\n])")  # a CR line end that no LF follows (in the chunk)
 # The same after a line end: a pattern that starts with a literal is searched for it (fast),
 # where one that starts with `(?:\A|\n)` is tried at every position.
 _UNREAD_AFTER_LF = re.compile(UNREAD_LINE.pattern.replace("(?:\\A|\\n)", "\\n", 1))
@@ -198,7 +199,7 @@ class SSEParser:
         self._unread = False
         self._unread_text: list[str] | None = []  # None: some were not seen one by one
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
-        self._raw: _RawBytes | None = None  # the bytes as they came, once a CR came
+        self._raw: RawBytes | None = None  # the bytes as they came, once a CR came
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
         self._bom = ""  # the stream's leading BOM, until the first block's text keeps it
@@ -242,7 +243,7 @@ class SSEParser:
                 self._skip_lf = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if self._raw is None:  # the bytes before came as the buffer holds them
-                self._raw = _RawBytes(self._buf)
+                self._raw = RawBytes(self._buf)
         buf = self._buf
         scan_from = max(len(buf) - 1, 0)
         buf += chunk
@@ -278,7 +279,7 @@ class SSEParser:
         parsed_text = self._text
         if raw is not None:  # the text keeps the line ends as they came
             came = raw.cut(buf.count(b"\n"))
-            self._text = lead + _decoded(came)
+            self._text = lead + decoded(came)
             if _UNREAD.search(came) is not None:
                 self._unread, self._unread_text = True, None
         if self._bom:  # the text parses again as the stream did: its BOM stripped once
@@ -436,52 +437,6 @@ def _plain_events(text: str, max_event: int) -> list[SSEEvent] | None:
     if None in names or "" in names:
         names = [name or "message" for name in names]
     return list(map(tuple.__new__, repeat(SSEEvent), zip(names, datas, strict=True)))
-
-
-class _RawBytes:
-    """The bytes of a stream that has CRs in it, as they came, beside the parser's buffer (LF
-    line ends): cut where the buffer is cut, so that a block's text keeps each CRLF (and the
-    recorder stores the raw events byte for byte). A lone CR is kept as LF: the redaction of
-    lines the decoder does not read finds lines by their LF. A CR that ends a chunk is a line
-    end at once (WHATWG); the LF that may follow it is kept after it, in the next `read`'s text
-    if the block went out with the CR."""
-
-    __slots__ = ("buf",)
-
-    def __init__(self, start: bytes | bytearray) -> None:
-        self.buf = bytearray(start)
-
-    def add(self, chunk: bytes, cr_before: bool) -> None:
-        """A chunk as it came; `cr_before`: the one before ended with a CR."""
-        if cr_before and chunk[:1] != b"\n" and self.buf[-1:] == b"\r":
-            self.buf[-1:] = b"\n"  # that CR was a line end of its own
-        self.buf += _LONE_CR.sub(b"\n", chunk)
-
-    def cut(self, lines_after: int) -> bytes:
-        """The bytes up to the line end that `lines_after` line ends follow, taken out."""
-        buf = self.buf
-        ends, at = lines_after + 1, len(buf)
-        if buf[-1:] == b"\r":  # a CR whose LF may come next: a line end already
-            ends -= 1
-        for _ in range(ends):
-            at = buf.rfind(b"\n", 0, at)
-        cut = at + 1 if ends else len(buf)
-        taken = bytes(buf[:cut])
-        del buf[:cut]
-        return taken
-
-    def keep_last_line_end(self, keep: bool) -> None:
-        """All but the last line end dropped (an oversized event skipped), or all."""
-        buf = self.buf
-        del buf[: len(buf) - (0 if not keep else 2 if buf.endswith(b"\r\n") else 1)]
-
-
-def _decoded(block: bytes) -> str:
-    """A block's text: bytes that are not UTF-8 as lone surrogates (`surrogateescape`)."""
-    try:
-        return block.decode("utf-8")
-    except UnicodeDecodeError:
-        return block.decode("utf-8", "surrogateescape")
 
 
 def _parse_lines(lines: list[bytes]) -> tuple[SSEEvent, bool] | None:
