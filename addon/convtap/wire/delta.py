@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from operator import and_, eq, is_not, ne
+from operator import and_, eq, is_not, methodcaller, ne
 from typing import Any, TypeGuard
 
 import orjson
@@ -45,19 +45,23 @@ TOO_LARGE = (
 _NONE: Sequence[DecoderEvent] = ()
 # Typed events that do more than being kept (`DeltaDecoder._object`).
 _OWN_WAY = frozenset({STREAM_HANDOFF, MESSAGE_STREAM_COMPLETE, "input_message"})
+# An event's data, as text (an `SSEEvent`'s) or as the UTF-8 that came (an `EventRun`'s).
+Data = str | bytes
+_DONE = (DONE, DONE.encode())
+_OBJECT = ("{", b"{")  # how an object's text starts, in either
 
 
 class _TypedRuns:
     """Where runs of typed events may be among a list of events: made once for the list (a
     pass in C each), read at each run's start."""
 
-    def __init__(self, names: Sequence[str], datas: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], datas: Sequence[Data]) -> None:
         self._datas = datas
-        self._typed = list(map(str.startswith, datas, repeat("{")))
+        self._typed = list(map(methodcaller("startswith", _OBJECT[type(datas[0]) is bytes]), datas))
         if names.count("message") != len(names):
             self._typed = list(map(and_, self._typed, map(eq, names, repeat("message"))))
 
-    def datas(self, at: int) -> list[str]:
+    def datas(self, at: int) -> list[Data]:
         """The data of the events from `at` on that are named `message` and start an object."""
         try:
             end = self._typed.index(False, at)
@@ -66,9 +70,9 @@ class _TypedRuns:
         return list(self._datas[at:end])
 
 
-def _may_be_typed(names: Sequence[str], datas: Sequence[str], at: int) -> bool:
+def _may_be_typed(names: Sequence[str], datas: Sequence[Data], at: int) -> bool:
     """Whether event `at` is there, named `message`, and its data starts an object."""
-    return at < len(datas) and names[at] == "message" and datas[at][:1] == "{"
+    return at < len(datas) and names[at] == "message" and datas[at][:1] in _OBJECT
 
 
 def _first(flags: Iterable[object], value: object = True) -> int:
@@ -80,7 +84,7 @@ def _first(flags: Iterable[object], value: object = True) -> int:
         return len(listed)
 
 
-def _parsed_while(datas: list[str]) -> list[Any]:
+def _parsed_while(datas: list[Data]) -> list[Any]:
     """`datas` parsed by orjson, up to the first it refuses."""
     try:
         return list(map(orjson.loads, datas))
@@ -204,15 +208,15 @@ class DeltaDecoder:
         return self._extend(index, values)
 
     def _feed_events(
-        self, names: Sequence[str], datas: Sequence[str], found: list[DecoderEvent]
+        self, names: Sequence[str], datas: Sequence[Data], found: list[DecoderEvent]
     ) -> None:
-        """Events, given as their names and their data."""
+        """Events, given as their names and their data (text, or the UTF-8 that came)."""
         loads_fast = orjson.loads
         at, count = 0, len(datas)
         runs: _TypedRuns | None = None
         while at < count:
             name, data = names[at], datas[at]
-            if name == "message" and data[:1] == "{" and _may_be_typed(names, datas, at + 1):
+            if name == "message" and data[:1] in _OBJECT and _may_be_typed(names, datas, at + 1):
                 runs = runs or _TypedRuns(names, datas)  # maybe a run of typed events
                 taken = self._typed_run(runs.datas(at), found)
                 if taken:
@@ -230,9 +234,9 @@ class DeltaDecoder:
                     self.event_count += 1
                     found += self._extend(index, [obj["v"]])
                     continue
-            found += self._feed_one(SSEEvent(name, data))
+            found += self._feed_data(name, data)
 
-    def _typed_run(self, datas: list[str], found: list[DecoderEvent]) -> int:
+    def _typed_run(self, datas: list[Data], found: list[DecoderEvent]) -> int:
         """Typed events (`message_marker`, ...) taken the short way `_object` takes for one,
         and kept all at once: how many of `datas` (the data of events named `message` that
         start an object) were (0: the first is not one). The run ends before the first that is
@@ -289,23 +293,32 @@ class DeltaDecoder:
         return found
 
     def _feed_one(self, event: SSEEvent) -> Sequence[DecoderEvent]:
+        return self._feed_data(event.event, event.data)
+
+    def _feed_data(self, name: str, data: Data) -> Sequence[DecoderEvent]:
+        """One event, given as its name and its data (text, or the UTF-8 that came)."""
         index = self.event_index
         self.event_index += 1
-        data = event.data
-        if data == DONE:  # rule 8
+        if data == _DONE[type(data) is bytes]:  # rule 8
             self.done = True
             return [StreamDone()]
         self.event_count += 1
-        if event.event == OVERSIZED:  # the framing's bound: not kept, reported
-            detail = f"an event of {data} bytes, over the limit; the stream goes on after it"
+        if name == OVERSIZED:  # the framing's bound: not kept, reported
+            detail = f"an event of {data!s} bytes, over the limit; the stream goes on after it"
             return self.record_error(index, DecodeErrorKind.EVENT_TOO_LARGE, detail)
         try:
-            obj = loads(data)
+            # UTF-8 that came reads as its text does in orjson; what orjson refuses is read
+            # again as text (the stdlib's bytes reading would guess UTF-16 from NUL bytes).
+            obj = orjson.loads(data) if type(data) is bytes else loads(data)
+        except orjson.JSONDecodeError:
+            data = data.decode() if type(data) is bytes else data
+            try:
+                obj = loads(data)
+            except ValueError as exc:
+                return self._malformed(index, name, exc)
         except ValueError as exc:
-            return self.record_error(
-                index, DecodeErrorKind.MALFORMED_JSON, f"{event.event} event: {exc}"
-            )
-        if event.event == "delta":  # rule 1: only `delta` events are deltas
+            return self._malformed(index, name, exc)
+        if name == "delta":  # rule 1: only `delta` events are deltas
             if type(obj) is not dict:
                 return self.record_error(
                     index, DecodeErrorKind.INVALID_DELTA, "a delta must be a JSON object"
@@ -313,7 +326,7 @@ class DeltaDecoder:
             if self._pending is not None and len(obj) == 1 and type(obj.get("v")) is str:
                 return self._extend(index, [obj["v"]])  # rule 2: a bare frame
             return self._delta(index, obj)
-        if event.event == "delta_encoding":
+        if name == "delta_encoding":
             if obj != "v1":
                 detail = f"unknown delta encoding {obj!r}"
                 return self.record_error(index, DecodeErrorKind.UNKNOWN_ENCODING, detail)
@@ -322,9 +335,13 @@ class DeltaDecoder:
             self.reset_state()
             return _NONE
         if type(obj) is not dict:
-            detail = f"a {event.event} event that is not a JSON object: {excerpt(data, 80)}"
+            text = data.decode() if isinstance(data, bytes) else data
+            detail = f"a {name} event that is not a JSON object: {excerpt(text, 80)}"
             return self.record_error(index, DecodeErrorKind.UNEXPECTED_VALUE, detail)
         return self._object(obj)
+
+    def _malformed(self, index: int, name: str, exc: ValueError) -> list[DecoderEvent]:
+        return self.record_error(index, DecodeErrorKind.MALFORMED_JSON, f"{name} event: {exc}")
 
     # -- non-delta events (rules 7 and 9) -------------------------------------------------------
 

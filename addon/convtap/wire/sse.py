@@ -12,7 +12,7 @@ is not kept but dispatched as one `OVERSIZED` event carrying its size, and frami
 at the next blank line (so the buffer is bounded); an event whose bytes are not valid UTF-8 is
 decoded with U+FFFD, as the WHATWG decoder does, and its position is listed in the `Block`'s
 `bad_utf8`; the `Block`'s text keeps such bytes as they came (each a lone surrogate, Python's
-`surrogateescape`), and the line ends as they came (CRLF; a lone CR as LF, `_RawBytes`), so
+`surrogateescape`), and the line ends as they came (CRLF; a lone CR as LF, `RawBytes`), so
 that the raw events can be stored byte for byte. `read` returns a chunk's whole result as one
 value; nothing is read off the parser.
 """
@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from itertools import repeat
 from typing import NamedTuple, overload
+
+from convtap.wire.rawbytes import RawBytes, decoded
 
 _BOM = b"\xef\xbb\xbf"
 MAX_EVENT = 4 * 1024 * 1024
@@ -30,24 +33,29 @@ MAX_EVENT = 4 * 1024 * 1024
 # with a line break in it.
 OVERSIZED = "\nevent-too-large"
 # The two shapes the server sends, `data: X` and `event: E` + `data: X`, matched a block at a time.
-_SIMPLE = re.compile(r"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
+_SIMPLE = re.compile(rb"(?:event: ([^\n]*)\n)?data: ([^\n]*)\n\n")
+_SIMPLE_TEXT = re.compile(_SIMPLE.pattern.decode())
 # A line the decoder does not read: a comment (`: …`), a field other than data and event (`id`,
 # `retry`, unknown ones), a line of no field; its start (the line end before it, or none). In
 # text (the recorder redacts such lines) and in bytes (the parser says it took some in).
 UNREAD_LINE = re.compile(r"(?:\A|\n)(?!(?:data|event)(?::|\n|\Z)|\n|\Z)")
 _UNREAD = re.compile(UNREAD_LINE.pattern.encode())
-_LONE_CR = re.compile(rb"\r(?=[^\n])")  # a CR line end that no LF follows (in the chunk)
 # The same after a line end: a pattern that starts with a literal is searched for it (fast),
 # where one that starts with `(?:\A|\n)` is tried at every position.
 _UNREAD_AFTER_LF = re.compile(UNREAD_LINE.pattern.replace("(?:\\A|\\n)", "\\n", 1))
 # Most of a streamed answer: blocks made only of bare frames, `event: delta` + `data: {"v": S}`
 # with S a JSON string (its grammar exactly: no raw quote, backslash or control character, and
-# only JSON's escapes). Runs of them are not split into events (see `BareRun`).
-_STRING_BODY = r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
-_BARE_SHAPES = [  # (a run of them, the text before each string)
-    (re.compile(f'(?:{re.escape(head)}{_STRING_BODY}"}}\n\n)+'), head)
-    for head in ('event: delta\ndata: {"v": "', 'event: delta\ndata: {"v":"')
+# only JSON's escapes). Runs of them are not split into events (see `BareRun`). Matched in the
+# block's bytes, which are valid UTF-8 there: no byte of a multi-byte sequence is a quote, a
+# backslash or a control character, so the grammar reads the same on bytes as on text.
+_STRING_BODY = rb'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+_BARE_SHAPES = [  # (a run of them, the bytes before each string)
+    (re.compile(b"(?:" + re.escape(head) + _STRING_BODY + b'"}\n\n)+'), head)
+    for head in (b'event: delta\ndata: {"v": "', b'event: delta\ndata: {"v":"')
 ]
+# Both heads begin so: a block without it (a history echo) is searched once, not once a head.
+_BARE_START = b'event: delta\ndata: {"v":'
+_name = lru_cache(maxsize=256)(bytes.decode)  # an event's name: a stream repeats a few
 
 
 def unread_line_starts(text: str) -> list[int]:
@@ -66,32 +74,34 @@ class SSEEvent(NamedTuple):
 
 
 class BareRun(NamedTuple):
-    """Consecutive bare frames of a block, `text[start:end]`: each is `head`, a JSON string's
-    text and '"}\\n\\n' (`_BARE_SHAPES`)."""
+    """Consecutive bare frames of a block, `block[start:end]` (its bytes, valid UTF-8): each is
+    `head`, a JSON string's text and '"}\\n\\n' (`_BARE_SHAPES`)."""
 
-    text: str
+    block: bytes
     start: int
     end: int
-    head: str
+    head: bytes
     frames: int  # how many: one blank line ends each, and only there
 
-    def array(self) -> str:
-        """The frames' strings as the text of one JSON array of them, to parse in one call."""
-        between = '"}\n\n' + self.head
-        strings = self.text[self.start + len(self.head) : self.end - 4].replace(between, '","')
-        return f'["{strings}"]'
+    def array(self) -> bytes:
+        """The frames' strings as the UTF-8 of one JSON array of them, to parse in one call
+        (orjson reads bytes as they are, where text would be encoded for it first)."""
+        between = b'"}\n\n' + self.head
+        strings = self.block[self.start + len(self.head) : self.end - 4].replace(between, b'","')
+        return b'["' + strings + b'"]'
 
     def events(self) -> list[SSEEvent]:
-        parts = _SIMPLE.split(self.text[self.start : self.end])
-        return list(map(SSEEvent._make, zip(parts[1::3], parts[2::3], strict=True)))
+        parts = _SIMPLE.split(self.block[self.start : self.end])
+        return [SSEEvent("delta", data.decode()) for data in parts[2::3]]
 
 
 class EventRun(NamedTuple):
     """Consecutive events of a block as the split found them, their names (None: all
-    `message`) and their data apart."""
+    `message`) and their data apart, as the UTF-8 that came (valid: the block decoded): a
+    reader that parses the data hands orjson these bytes, with no encoding again."""
 
     names: list[str] | None
-    datas: list[str]
+    datas: list[bytes]
 
     @property
     def frames(self) -> int:
@@ -99,7 +109,8 @@ class EventRun(NamedTuple):
 
     def events(self) -> list[SSEEvent]:
         names = self.names or ["message"] * len(self.datas)
-        return list(map(tuple.__new__, repeat(SSEEvent), zip(names, self.datas, strict=True)))
+        texts = map(bytes.decode, self.datas)
+        return list(map(tuple.__new__, repeat(SSEEvent), zip(names, texts, strict=True)))
 
 
 class Frames(Sequence[SSEEvent]):
@@ -188,7 +199,7 @@ class SSEParser:
         self._unread = False
         self._unread_text: list[str] | None = []  # None: some were not seen one by one
         self._buf = bytearray()  # normalised to LF line ends; starts at a line that starts an event
-        self._raw: _RawBytes | None = None  # the bytes as they came, once a CR came
+        self._raw: RawBytes | None = None  # the bytes as they came, once a CR came
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._started = False  # the BOM check has been done
         self._bom = ""  # the stream's leading BOM, until the first block's text keeps it
@@ -232,7 +243,7 @@ class SSEParser:
                 self._skip_lf = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if self._raw is None:  # the bytes before came as the buffer holds them
-                self._raw = _RawBytes(self._buf)
+                self._raw = RawBytes(self._buf)
         buf = self._buf
         scan_from = max(len(buf) - 1, 0)
         buf += chunk
@@ -268,7 +279,7 @@ class SSEParser:
         parsed_text = self._text
         if raw is not None:  # the text keeps the line ends as they came
             came = raw.cut(buf.count(b"\n"))
-            self._text = lead + _decoded(came)
+            self._text = lead + decoded(came)
             if _UNREAD.search(came) is not None:
                 self._unread, self._unread_text = True, None
         if self._bom:  # the text parses again as the stream did: its BOM stripped once
@@ -316,73 +327,77 @@ class SSEParser:
         bare frames in it are found first and kept whole.
         """
         try:
-            text = self._text = block.decode("utf-8")
+            self._text = block.decode("utf-8")
             self._utf8 = block
         except UnicodeDecodeError:
             self._text = block.decode("utf-8", "surrogateescape")  # the raw events' bytes
             return self._parse_slowly(block)
-        if runs and len(block) <= self.max_event:
+        # From here the block is valid UTF-8: it is split as bytes (the data handed on as the
+        # bytes that came), each piece decoding to the text's piece at the same place.
+        if runs and len(block) <= self.max_event and _BARE_START in block:
             for shape, head in _BARE_SHAPES:
-                if head in text:
-                    return self._parse_runs(text, shape, head)
-        parsed = self._parse_text(text, block)
-        if isinstance(parsed, list):
-            return parsed
-        return Frames([parsed]) if runs else parsed.events()
+                if head in block:
+                    return self._parse_runs(block, shape, head)
+        if not runs:  # events wanted as text: cut from the text (no data decoded apart)
+            plain = _plain_events(self._text, self.max_event)
+            return plain if plain is not None else _events(self._parse_text(block))
+        parsed = self._parse_text(block)
+        return parsed if isinstance(parsed, list) else Frames([parsed])
 
-    def _parse_runs(self, text: str, shape: re.Pattern[str], head: str) -> list[SSEEvent] | Frames:
+    def _parse_runs(
+        self, block: bytes, shape: re.Pattern[bytes], head: bytes
+    ) -> list[SSEEvent] | Frames:
         """The runs of bare frames of `head`'s shape, and the events between them."""
         parts: list[BareRun | EventRun | list[SSEEvent]] = []
-        done = 0  # the text before is in `parts`
-        at = text.find(head)
+        done = 0  # the bytes before are in `parts`
+        at = block.find(head)
         while at >= 0:
             # a run starts an event: at the block's start, or after a blank line
-            starts = at == 0 or text[at - 2 : at] == "\n\n" or (at == 1 and text[0] == "\n")
-            run = shape.match(text, at) if starts else None
+            starts = at == 0 or block[at - 2 : at] == b"\n\n" or (at == 1 and block[:1] == b"\n")
+            run = shape.match(block, at) if starts else None
             if run is None:
-                at = text.find(head, at + 1)
+                at = block.find(head, at + 1)
                 continue
             if at > done:
-                parts.append(self._parse_text(text[done:at]))
-            parts.append(BareRun(text, at, run.end(), head, text.count("\n\n", at, run.end())))
+                parts.append(self._parse_text(block[done:at]))
+            frames = block.count(b"\n\n", at, run.end())
+            parts.append(BareRun(block, at, run.end(), head, frames))
             done = run.end()
-            at = text.find(head, done)
+            at = block.find(head, done)
         if done == 0:
-            parts.append(self._parse_text(text))
-        elif done < len(text):
-            parts.append(self._parse_text(text[done:]))
+            parts.append(self._parse_text(block))
+        elif done < len(block):
+            parts.append(self._parse_text(block[done:]))
         return Frames(parts)
 
-    def _parse_text(self, text: str, block: bytes | None = None) -> list[SSEEvent] | EventRun:
+    def _parse_text(self, block: bytes) -> list[SSEEvent] | EventRun:
         """A block's (or a part of one's) events, as the split found them when they are all of
-        the simple shapes; `block` is its bytes when the caller has them (a part has none, and
-        is never larger than `max_event`)."""
-        parts = _SIMPLE.split(text)
+        the simple shapes. `block` is valid UTF-8 (a part of one is cut at an event's start)."""
+        parts = _SIMPLE.split(block)
         between = parts[0::3]
-        rest = "".join(between)
-        if rest.strip("\n"):  # comment lines, or lines of other shapes
+        rest = b"".join(between)
+        if rest.strip(b"\n"):  # comment lines, or lines of other shapes
             # A match must start a line: in `:data: x` the data field is inside a comment.
-            if any(piece and piece[-1] != "\n" for piece in between[:-1]):
-                return self._parse_slowly(text.encode() if block is None else block)
-            if any(line[:1] != ":" for line in rest.split("\n") if line):
-                return self._parse_slowly(text.encode() if block is None else block)
+            if any(piece and piece[-1:] != b"\n" for piece in between[:-1]):
+                return self._parse_slowly(block)
+            if any(line[:1] != b":" for line in rest.split(b"\n") if line):
+                return self._parse_slowly(block)
             self._unread = True  # comment lines only
             if self._unread_text is not None:
-                self._unread_text.append(rest)
+                self._unread_text.append(rest.decode())
         datas = parts[2::3]
-        if (
-            block is not None
-            and len(block) > self.max_event
-            and max(map(len, datas), default=0) > self.max_event
-        ):
+        if len(block) > self.max_event and max(map(len, datas), default=0) > self.max_event:
             return self._parse_slowly(block)
         named = parts[1::3]
         names: list[str] | None = None  # no event named: all `message`
         if named.count(None) != len(named):
-            names = [name or "message" for name in named] if None in named or "" in named else named
-        if "" in datas:  # an event whose data is empty is not dispatched
+            if None in named or b"" in named:
+                names = [_name(name) if name else "message" for name in named]
+            else:
+                names = list(map(_name, named))
+        if b"" in datas:  # an event whose data is empty is not dispatched
             pairs = zip(names or ["message"] * len(datas), datas, strict=True)
-            return [SSEEvent(name, data) for name, data in pairs if data]
+            return [SSEEvent(name, data.decode()) for name, data in pairs if data]
         return EventRun(names, datas)
 
     def _parse_slowly(self, block: bytes) -> list[SSEEvent]:
@@ -406,50 +421,22 @@ class SSEParser:
         return events
 
 
-class _RawBytes:
-    """The bytes of a stream that has CRs in it, as they came, beside the parser's buffer (LF
-    line ends): cut where the buffer is cut, so that a block's text keeps each CRLF (and the
-    recorder stores the raw events byte for byte). A lone CR is kept as LF: the redaction of
-    lines the decoder does not read finds lines by their LF. A CR that ends a chunk is a line
-    end at once (WHATWG); the LF that may follow it is kept after it, in the next `read`'s text
-    if the block went out with the CR."""
-
-    __slots__ = ("buf",)
-
-    def __init__(self, start: bytes | bytearray) -> None:
-        self.buf = bytearray(start)
-
-    def add(self, chunk: bytes, cr_before: bool) -> None:
-        """A chunk as it came; `cr_before`: the one before ended with a CR."""
-        if cr_before and chunk[:1] != b"\n" and self.buf[-1:] == b"\r":
-            self.buf[-1:] = b"\n"  # that CR was a line end of its own
-        self.buf += _LONE_CR.sub(b"\n", chunk)
-
-    def cut(self, lines_after: int) -> bytes:
-        """The bytes up to the line end that `lines_after` line ends follow, taken out."""
-        buf = self.buf
-        ends, at = lines_after + 1, len(buf)
-        if buf[-1:] == b"\r":  # a CR whose LF may come next: a line end already
-            ends -= 1
-        for _ in range(ends):
-            at = buf.rfind(b"\n", 0, at)
-        cut = at + 1 if ends else len(buf)
-        taken = bytes(buf[:cut])
-        del buf[:cut]
-        return taken
-
-    def keep_last_line_end(self, keep: bool) -> None:
-        """All but the last line end dropped (an oversized event skipped), or all."""
-        buf = self.buf
-        del buf[: len(buf) - (0 if not keep else 2 if buf.endswith(b"\r\n") else 1)]
+def _events(parsed: list[SSEEvent] | EventRun) -> list[SSEEvent]:
+    return parsed if isinstance(parsed, list) else parsed.events()
 
 
-def _decoded(block: bytes) -> str:
-    """A block's text: bytes that are not UTF-8 as lone surrogates (`surrogateescape`)."""
-    try:
-        return block.decode("utf-8")
-    except UnicodeDecodeError:
-        return block.decode("utf-8", "surrogateescape")
+def _plain_events(text: str, max_event: int) -> list[SSEEvent] | None:
+    """A block's events when they are all of the simple shapes, each with data, and nothing is
+    between them (else None: `SSEParser._parse_text` reads it)."""
+    parts = _SIMPLE_TEXT.split(text)
+    if "".join(parts[0::3]).strip("\n"):
+        return None
+    names, datas = parts[1::3], parts[2::3]
+    if "" in datas or len(text) > max_event:
+        return None
+    if None in names or "" in names:
+        names = [name or "message" for name in names]
+    return list(map(tuple.__new__, repeat(SSEEvent), zip(names, datas, strict=True)))
 
 
 def _parse_lines(lines: list[bytes]) -> tuple[SSEEvent, bool] | None:
