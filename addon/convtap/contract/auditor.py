@@ -37,6 +37,7 @@ from convtap.contract.replay import MissFacts
 from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.vocab import CallKind
 from convtap.wire.bounded import Bounded
+from convtap.wire.calls import ToolCall
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
 
 __all__ = ["Auditor", "Call", "checks", "is_refusal"]
@@ -227,8 +228,8 @@ class Auditor:
 
 
 def _known_client_call(
-    call: dict[str, Any], by_call_id: Bounded[str, Any], by_item: Bounded[str, Any]
+    call: ToolCall, by_call_id: Bounded[str, Any], by_item: Bounded[str, Any]
 ) -> bool:
     """A Responses API client call the auditor holds already, by its call_id or its item id."""
-    call_id, item_id = call.get("call_id"), call.get("item_id")
+    call_id, item_id = call.call_id, call.item_id
     return bool(call_id and call_id in by_call_id) or bool(item_id and item_id in by_item)

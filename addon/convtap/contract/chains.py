@@ -10,6 +10,7 @@ response it continues held (docs/rules.md, "responses-output-call-id").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from convtap.contract.responses import (
     is_reference,
 )
 from convtap.wire.bounded import Bounded
+from convtap.wire.calls import ToolCall
 from convtap.wire.responses import CLIENT_CALLS, OUTPUTS
 
 CHAIN_WALKED = 10_000  # responses walked back along one chain (a longer one is cut there)
@@ -55,7 +57,7 @@ class ResponsesAuditor:
         self.outputs = 0
 
     def response(
-        self, flow_id: str, response_id: str | None, calls: list[dict[str, Any]], at: float
+        self, flow_id: str, response_id: str | None, calls: Sequence[ToolCall], at: float
     ) -> list[Finding]:
         """A response, and its client calls, which the next requests must answer by
         `call_id`; a response without calls is known too (the chain goes through it)."""
@@ -66,7 +68,8 @@ class ResponsesAuditor:
         known = self.by_response.get(response_id)
         if known is None:
             known = self.by_response[response_id] = []
-        for call in calls:
+        for made in calls:
+            call = made.as_json()
             record = {**call, "response_id": response_id, "flow_id": flow_id, "answered": False}
             if call.get("call_id"):
                 self.calls[call["call_id"]] = record

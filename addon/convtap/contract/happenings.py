@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convtap.vocab import REPLAY_MISS, REPLAY_MISS_CODE
+from convtap.wire.calls import ToolCall
 from convtap.wire.session import TurnRequest
 
 
@@ -113,7 +114,7 @@ class ClientCallsMade:
 
     flow_id: str
     response_id: str | None
-    calls: tuple[dict[str, Any], ...]
+    calls: tuple[ToolCall, ...]
     at: float
 
 

@@ -35,10 +35,11 @@ from tornado.netutil import Resolver
 from tornado.websocket import websocket_connect
 
 from convtap.vocab import STREAM_HANDOFF
+from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads
 from convtap.wire.responses import ResponsesDecoder, decode_responses
 from convtap.wire.sse import SSEParser
-from convtap.wire.turn import ToolCall, TurnDecoder, TurnSummary, handoff_topic, message_text
+from convtap.wire.turn import TurnDecoder, TurnSummary, handoff_topic, message_text
 
 SEED = resources.files("convtap.mock") / "seed"
 DEFAULT_PROMPT = "use o alefita way com a mensagem: segundo eco do caminho"
@@ -504,7 +505,7 @@ class RefClient:
         first_body = responses_request(stream=stream)
         first, first_raw = self.responses(first_body, path=path)
         calls = first.tool_calls()
-        outputs = [responses_output(call, faulty=faulty) for call in calls]
+        outputs = [responses_output(call.as_json(), faulty=faulty) for call in calls]
         bodies, sent = [first_raw], [first_body]
         final: ResponsesDecoder | None = None
         if outputs and first.response_id is not None:
@@ -519,9 +520,7 @@ class RefClient:
             sent.append(second_body)
         return ResponsesSummary(
             response_id=first.response_id,
-            calls=tuple(
-                ResponsesCall(c["item_id"], c["call_id"], c["type"], c["name"]) for c in calls
-            ),
+            calls=tuple(ResponsesCall(c.item_id, c.call_id, c.recipient, c.name) for c in calls),
             sent=tuple(sent),
             final_response_id=final.response_id if final else None,
             text=output_text(final.output_items) if final else "",

@@ -26,6 +26,7 @@ from convtap.contract.happenings import (
     replay_miss,
 )
 from convtap.vocab import REPLAY_MISS_CODE, CallKind, Endpoint, Source, WireProtocol, sql
+from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import read_turn_request
 
@@ -96,8 +97,9 @@ def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Ite
 
 def _called(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
     if row["protocol"] == WireProtocol.RESPONSES:
-        call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
-                "name": row["tool"], "execution": "client"}  # fmt: skip
+        call = ToolCall(WireProtocol.RESPONSES, row["call_id"], row["item_id"], row["namespace"],
+                        row["recipient"], CallKind.CLIENT, row["tool"] or "", None, "", True,
+                        "client")  # fmt: skip
         yield ClientCallsMade(row["turn_id"], row["conversation_id"], (call,), at)
     else:
         yield CallMade(call_from_row(row))
