@@ -13,7 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.contract.happenings import Call, CallMade, MessagesShown
+from convtap.contract.happenings import CallMade, MadeCall, MessagesShown
+from convtap.contract.registry import Where
 from convtap.record.output import Output
 from convtap.redact.patterns import hints
 from convtap.redact.stream import Carrier, StreamRedaction
@@ -241,10 +242,8 @@ class ConversationSide:
         if call.complete and call_id not in self.echoed:
             self.echoed[call_id] = True
             self.out.say(f"call    {call.recipient}  {call_id}  {arguments_text}")
-            self.out.audit(CallMade(Call(
-                call_id, call.recipient, call.kind, call.tool, call.arguments,
-                call.arguments_text, conversation_id, turn.id, at,
-            )))  # fmt: skip
+            where = Where(conversation_id, call_id, None, turn.id)
+            self.out.audit(CallMade(MadeCall(call, where, at)))
 
     def _write_message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
         """A message's row, written when its turn (or leg) ends, and only when it changed since

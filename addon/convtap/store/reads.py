@@ -11,11 +11,11 @@ from typing import Any
 import sqlite_utils
 
 from convtap.contract.happenings import (
-    Call,
     CallMade,
     ClientCallsMade,
     ConversationRequest,
     Happening,
+    MadeCall,
     MessagesShown,
     Prepared,
     ReplayMissed,
@@ -25,6 +25,7 @@ from convtap.contract.happenings import (
     is_refusal,
     replay_miss,
 )
+from convtap.contract.registry import Where
 from convtap.vocab import REPLAY_MISS_CODE, CallKind, Endpoint, Source, WireProtocol, sql
 from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads_or_none
@@ -143,15 +144,17 @@ _TIMELINE: list[
 ]  # fmt: skip
 
 
-def call_from_row(row: dict[str, Any]) -> Call:
+def call_from_row(row: dict[str, Any]) -> MadeCall:
+    """An f/conversation call as the auditor was fed it, from its `tool_calls` row."""
     arguments = loads_or_none(row["arguments"])
-    return Call(
-        call_id=row["call_id"], recipient=row["recipient"] or "",
-        kind=row["kind"] or CallKind.BUILTIN,
+    call = ToolCall(
+        protocol=WireProtocol.CONVERSATION, call_id=row["call_id"], item_id=None, namespace=None,
+        recipient=row["recipient"] or "", kind=row["kind"] or CallKind.BUILTIN,
         tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
-        arguments_text=row["arguments_text"] or "", conversation_id=row["conversation_id"],
-        turn_id=row["turn_id"], at=row["called_at"] or 0.0,
+        arguments_text=row["arguments_text"] or "", complete=bool(row["complete"]),
     )  # fmt: skip
+    where = Where(row["conversation_id"], row["call_id"], None, row["turn_id"])
+    return MadeCall(call, where, row["called_at"] or 0.0)
 
 
 def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:

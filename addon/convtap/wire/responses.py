@@ -405,9 +405,9 @@ def client_calls(items: list[Any]) -> list[ToolCall]:
     return calls
 
 
-def client_call(item: dict[str, Any]) -> ToolCall:
+def client_call(item: dict[str, Any], execution: str | None = "client") -> ToolCall:
     """A client call item (`CLIENT_CALLS`) as a call, from a response's output or a request's
-    input."""
+    input; `execution` is the item's when it says none (a response's calls are the client's)."""
     raw = item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
     # One meaning per key, as for f/conversation: `arguments` the parsed JSON value (null when
     # it is not JSON), `arguments_text` the text as it came.
@@ -424,7 +424,7 @@ def client_call(item: dict[str, Any]) -> ToolCall:
         arguments=loads_or_none(raw) if isinstance(raw, str) else raw,
         arguments_text=text,
         complete=True,
-        execution=_text(item.get("execution", "client")),
+        execution=_text(item.get("execution", execution)),
     )
 
 
