@@ -233,17 +233,12 @@ class ConversationSide:
         call_id = message["id"]  # the call's id (`ToolCall.call_id`)
         self.known_calls[call_id] = (call_id, call.recipient)
         arguments_text = self.out.redact.text(call.arguments_text)  # stored and printed so
-        self.out.put(ToolCallRow(
-            call_id=call_id, protocol=WireProtocol.CONVERSATION, turn_id=turn.id,
-            conversation_id=conversation_id, recipient=call.recipient, kind=call.kind,
-            tool=call.tool, arguments=self.out.redact.dumps(call.arguments),
-            arguments_text=arguments_text, complete=int(call.complete), called_at=at,
-        ))  # fmt: skip
+        made = MadeCall(call, Where(conversation_id, call_id, None, turn.id), at)
+        self.out.put(ToolCallRow.of(made, self.out.redact.dumps(call.arguments), arguments_text))
         if call.complete and call_id not in self.echoed:
             self.echoed[call_id] = True
             self.out.say(f"call    {call.recipient}  {call_id}  {arguments_text}")
-            where = Where(conversation_id, call_id, None, turn.id)
-            self.out.audit(CallMade(MadeCall(call, where, at)))
+            self.out.audit(CallMade(made))
 
     def _write_message(self, turn: Turn, message: dict[str, Any], at: float) -> None:
         """A message's row, written when its turn (or leg) ends, and only when it changed since

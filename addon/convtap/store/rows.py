@@ -19,6 +19,7 @@ from convtap.store.schema import TABLES
 from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source, WireProtocol
 
 if TYPE_CHECKING:
+    from convtap.contract.happenings import MadeCall
     from convtap.contract.registry import Finding
 
 # The vocabulary's words are stored as their text.
@@ -171,6 +172,29 @@ class ToolCallRow(Row):
     namespace: str | None = UNSET  # Responses API: the namespace tool of the called function
 
     FLOW = "turn_id"
+
+    @classmethod
+    def of(cls, made: MadeCall, arguments: str | None, arguments_text: str) -> ToolCallRow:
+        """The one way to a call's row: the call, where and when it was made, its arguments as
+        stored (the caller's redaction of `call.arguments`, and of its text). A Responses call
+        is keyed by its call_id, else its item id, and named by its type when it has no name."""
+        call, where = made.call, made.where
+        responses = call.protocol == WireProtocol.RESPONSES
+        return cls(
+            call_id=(call.key if responses else call.call_id) or "",
+            protocol=call.protocol,
+            turn_id=where.flow_id or "",
+            conversation_id=where.conversation_id,
+            recipient=call.recipient,
+            kind=call.kind,
+            tool=(call.tool or call.recipient) if responses else call.tool,
+            arguments=arguments,
+            arguments_text=arguments_text,
+            complete=int(call.complete),
+            called_at=made.at,
+            item_id=call.item_id if responses else UNSET,
+            namespace=call.namespace if responses else UNSET,
+        )
 
 
 @dataclass(frozen=True, slots=True)
