@@ -26,6 +26,7 @@ from convtap.contract.happenings import (
     replay_miss,
 )
 from convtap.contract.registry import Where
+from convtap.store.rows import EventRow, FlowRow
 from convtap.vocab import REPLAY_MISS_CODE, CallKind, Endpoint, Source, WireProtocol, sql
 from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads_or_none
@@ -49,15 +50,17 @@ def flow_ids(db: sqlite_utils.Database) -> set[str]:
 SOCKET_TURN = Source.SOCKET
 
 
-def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+def iter_flows(db: sqlite_utils.Database) -> Iterator[FlowRow]:
     """The flows that came over the wire, in time order (not the turns derived from a socket)."""
-    yield from db.query(
-        "SELECT * FROM flows WHERE source IS NOT ? ORDER BY started_at, rowid", [SOCKET_TURN]
-    )
+    query = "SELECT * FROM flows WHERE source IS NOT ? ORDER BY started_at, rowid"
+    for row in db.query(query, [SOCKET_TURN]):
+        yield FlowRow.read(row)
 
 
-def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:
-    yield from db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id])
+def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[EventRow]:
+    """A flow's raw events in order (`store.compact` reads their text and bytes)."""
+    for row in db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id]):
+        yield EventRow.read(row)
 
 
 def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:

@@ -10,10 +10,10 @@ one row). `None` writes NULL.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from convtap.store.schema import TABLES
 from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source, WireProtocol
@@ -49,6 +49,13 @@ class Row:
             return names, values
         kept = [n for n, value in enumerate(values) if value is not UNSET]
         return tuple(names[n] for n in kept), tuple(values[n] for n in kept)
+
+    @classmethod
+    def read(cls, row: Mapping[str, Any]) -> Self:
+        """A row as a read gives it (`SELECT *`): every column of the type, None for a column
+        the row lacks."""
+        names, _ = _readers.get(cls) or _reader(cls)
+        return cls(*(row.get(name) for name in names))
 
     def flow(self) -> str | None:
         """The flow the row derives from (where a failure to write it is told)."""
