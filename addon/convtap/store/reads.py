@@ -27,14 +27,18 @@ from convtap.contract.happenings import (
 )
 from convtap.contract.registry import Where
 from convtap.store.rows import EventRow, FlowRow
+from convtap.store.views import LedgerRow
 from convtap.vocab import REPLAY_MISS_CODE, CallKind, Endpoint, Source, WireProtocol, sql
 from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import read_turn_request
 
 
-def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    return list(db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id"))
+def call_ledger(db: sqlite_utils.Database) -> list[LedgerRow]:
+    """One row per call, in the order they were made, with its return and what became of it."""
+    return [
+        LedgerRow.read(r) for r in db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id")
+    ]
 
 
 def flow_ids(db: sqlite_utils.Database) -> set[str]:
