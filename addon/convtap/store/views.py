@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from convtap.vocab import CallKind, WireProtocol
 
@@ -51,3 +51,114 @@ class LedgerRow:
 
 
 _LEDGER = tuple(f.name for f in dataclasses.fields(LedgerRow))
+
+
+class View:
+    """A query's row as a frozen value: `read` takes the columns named like its fields (None
+    for one the row lacks), `as_json` gives them back in that order."""
+
+    __slots__ = ()
+
+    @classmethod
+    def read(cls, row: Mapping[str, Any]) -> Self:
+        return cls(*(row.get(name) for name in _names(cls)))
+
+    def as_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _names(type(self))}
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(view: type) -> tuple[str, ...]:
+    names = _NAMES.get(view)
+    if names is None:
+        names = _NAMES[view] = tuple(f.name for f in dataclasses.fields(view))
+    return names
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeErrorView(View):
+    """A decode error of a turn, as the report lists it."""
+
+    turn_id: str
+    conversation_id: str | None
+    event_index: int | None
+    kind: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTime(View):
+    """When a model turn started, sent its first event and ended; its usage (a Responses
+    answer's `usage` as stored, else the text of the last event that carries one)."""
+
+    id: str
+    protocol: str  # the report's words: `f/conversation`, `responses`
+    started_at: float | None
+    ended_at: float | None
+    first_at: float | None
+    usage: str | None
+    usage_event: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFinding(View):
+    """A finding as the traces put it on a span."""
+
+    rule: str
+    severity: str
+    message: str | None
+    call_id: str | None
+    flow_id: str | None
+    created_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlace(View):
+    """A call in the order made: what names it and the turn that made it."""
+
+    call_id: str
+    protocol: WireProtocol
+    tool: str | None
+    namespace: str | None
+    recipient: str | None
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageText(View):
+    """A message of an f/conversation turn: who said it, to whom, its text."""
+
+    role: str | None
+    recipient: str | None
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCost(View):
+    """An answer's usage and cost (`usage` table), in the order answered."""
+
+    flow_id: str
+    answered_at: float | None
+    model: str | None
+    input_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    pricing: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureCost(View):
+    """The whole capture's usage: answers, how many were priced, the token sums and the cost
+    of the priced ones."""
+
+    answers: int
+    priced: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cost_usd: float

@@ -40,8 +40,8 @@ def of_turn(capture: sqlite_utils.Database, row: dict[str, Any]) -> dict[str, st
     if row["protocol"] == "f/conversation":
         found["gen_ai.input.messages"] = [_conversation_message(m) for m in _list(body, "messages")]
         found["gen_ai.output.messages"] = [
-            {"role": m["role"], "parts": [{"type": "text", "content": m["text"] or ""}]}
-            for m in turn_messages(capture, row["id"]) if m["role"] == "assistant"
+            {"role": m.role, "parts": [{"type": "text", "content": m.text or ""}]}
+            for m in turn_messages(capture, row["id"]) if m.role == "assistant"
         ]  # fmt: skip
     else:
         if isinstance(body.get("instructions"), str):

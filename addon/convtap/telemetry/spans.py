@@ -48,6 +48,7 @@ from convtap.store.trace_queries import (
     model_turns,
     turn_conversation,
 )
+from convtap.store.views import StoredFinding
 from convtap.telemetry import content as message_content
 from convtap.telemetry.cost import PROVIDER
 from convtap.vocab import WireProtocol
@@ -147,7 +148,7 @@ class Traces:
 
 
 def chat_span(
-    row: dict[str, Any], trace: str, findings: list[dict[str, Any]], content: dict[str, str]
+    row: dict[str, Any], trace: str, findings: list[StoredFinding], content: dict[str, str]
 ) -> ReadableSpan:
     """The `chat` span of a `model_turns` row."""
     model = row["request_model"] or row["response_model"]
@@ -199,7 +200,7 @@ def chat_span(
 
 
 def tool_span(
-    row: dict[str, Any], trace: str, findings: list[dict[str, Any]], content: dict[str, str]
+    row: dict[str, Any], trace: str, findings: list[StoredFinding], content: dict[str, str]
 ) -> ReadableSpan:
     """The `execute_tool` span of an `answered_calls` row."""
     protocol = PROTOCOLS.get(row["protocol"], row["protocol"])
@@ -254,13 +255,13 @@ def _server(host: str | None, url: str | None) -> dict[str, Any]:
     return {"server.address": host, "server.port": port}
 
 
-def _events(findings: list[dict[str, Any]], start: float, end: float) -> list[Event]:
+def _events(findings: list[StoredFinding], start: float, end: float) -> list[Event]:
     """Findings as span events, at the time they were made (within the span)."""
     return [
         Event("convtap.finding", {
-            "convtap.rule.id": f["rule"], "convtap.finding.severity": f["severity"],
-            "convtap.finding.message": f["message"] or "",
-        }, timestamp=_ns(min(max(f["created_at"] or start, start), end)))
+            "convtap.rule.id": f.rule, "convtap.finding.severity": f.severity,
+            "convtap.finding.message": f.message or "",
+        }, timestamp=_ns(min(max(f.created_at or start, start), end)))
         for f in findings[:MAX_FINDINGS]
     ]  # fmt: skip
 
