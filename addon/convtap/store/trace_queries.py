@@ -16,7 +16,15 @@ from typing import Any
 import sqlite_utils
 
 from convtap.store.compact import event_text
-from convtap.store.views import AnswerCost, CallPlace, CaptureCost, MessageText, StoredFinding
+from convtap.store.views import (
+    AnswerCost,
+    AnsweredCall,
+    CallPlace,
+    CaptureCost,
+    MessageText,
+    ModelTurn,
+    StoredFinding,
+)
 from convtap.vocab import Endpoint, RawKind, Source, sql
 
 # The vocabulary's words as SQL literals.
@@ -76,25 +84,18 @@ FINDINGS_OF_FLOW = f"""{FINDING} WHERE (f.flow_id = :flow OR (f.flow_id IS NULL 
 FINDINGS_OF_CALL = f"{FINDING} WHERE f.call_id = ? ORDER BY f.created_at, f.id"
 
 
-def model_turns(
-    capture: sqlite_utils.Database, since: float | None = None
-) -> Iterator[dict[str, Any]]:
-    """Every model turn that ended (at or after `since`), in the order they started: its id
-    (the flow's), protocol, transport, conversation_id, request_model, started_at, ended_at,
-    first_at (its first event), status, outcome, host, url, client, previous_response_id,
-    stream, and from its usage: response_id, response_model, finish_reason, the four token
-    counts, cost_usd and pricing (None where the answer reported none)."""
-    return capture.query(MODEL_TURNS.format(usage=_usage(capture)), {"since": since})
+def model_turns(capture: sqlite_utils.Database, since: float | None = None) -> Iterator[ModelTurn]:
+    """Every model turn that ended (at or after `since`), in the order they started."""
+    query = MODEL_TURNS.format(usage=_usage(capture))
+    return map(ModelTurn.read, capture.query(query, {"since": since}))
 
 
 def answered_calls(
     capture: sqlite_utils.Database, since: float | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[AnsweredCall]:
     """Every client call that was answered (at or after `since`), in the order of their
-    answers: call_id, protocol, tool, namespace, kind, recipient, turn_id (the turn that made it),
-    called_at, arguments, return_flow_id (the request that carried its output), returned_at
-    (when that request started) and result (the output, as stored)."""
-    return capture.query(ANSWERED_CALLS, {"since": since})
+    answers."""
+    return map(AnsweredCall.read, capture.query(ANSWERED_CALLS, {"since": since}))
 
 
 def findings_of_flow(capture: sqlite_utils.Database, flow_id: str) -> list[StoredFinding]:

@@ -162,3 +162,53 @@ class CaptureCost(View):
     output_tokens: int
     reasoning_tokens: int
     cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn(View):
+    """A model turn that ended: an f/conversation turn or a Responses API request, with its
+    answer's usage (None where it reported none); a `chat` span of the traces."""
+
+    id: str  # its flow's
+    protocol: str  # the traces' words: `f/conversation`, `responses`
+    transport: str  # http, http+websocket, websocket
+    conversation_id: str | None
+    request_model: str | None
+    started_at: float
+    ended_at: float
+    first_at: float | None  # its first event
+    status: int | None
+    outcome: str | None
+    host: str | None
+    url: str | None
+    client: str | None
+    previous_response_id: Any  # as the request's JSON has it
+    stream: Any
+    response_id: str | None
+    response_model: str | None
+    finish_reason: str | None
+    input_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    pricing: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweredCall(View):
+    """A call with its first answer (an `execute_tool` span of the traces): when the request
+    that carried the answer started, and the answer as stored (`result`)."""
+
+    call_id: str
+    protocol: WireProtocol
+    tool: str | None
+    namespace: str | None
+    kind: CallKind | None
+    recipient: str | None
+    turn_id: str  # the turn that made it
+    called_at: float
+    arguments: str | None
+    return_flow_id: str
+    returned_at: float
+    result: str | None

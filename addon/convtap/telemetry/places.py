@@ -37,7 +37,7 @@ def places(capture: sqlite_utils.Database) -> Places:
         key = traces.of_turn(row)
         session = sessions.setdefault(key, len(sessions) + 1)
         requests[key] += 1
-        flows[row["id"]] = Place(session, f"request {requests[key]}", None)
+        flows[row.id] = Place(session, f"request {requests[key]}", None)
     calls: dict[str, Place] = {}
     made: Counter[str] = Counter()
     for call in every_call(capture):
