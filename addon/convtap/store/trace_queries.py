@@ -11,7 +11,6 @@ live export asks for what is new since its last look.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import sqlite_utils
 
@@ -143,11 +142,11 @@ USAGE_COLUMNS = """u.model, u.input_tokens, u.cached_tokens, u.output_tokens, u.
     u.cost_usd, u.pricing"""
 
 
-def call_usage(capture: sqlite_utils.Database) -> dict[str, dict[str, Any]]:
+def call_usage(capture: sqlite_utils.Database) -> dict[str, AnswerCost]:
     """For each call, the usage and cost of the answer that made it (Responses API calls)."""
-    sql = f"""SELECT c.call_id, {USAGE_COLUMNS} FROM tool_calls c
+    sql = f"""SELECT c.call_id, u.flow_id, u.answered_at, {USAGE_COLUMNS} FROM tool_calls c
         JOIN {_usage(capture)} u ON u.flow_id = c.turn_id"""
-    return {row.pop("call_id"): row for row in capture.query(sql)}
+    return {row["call_id"]: AnswerCost.read(row) for row in capture.query(sql)}
 
 
 # -- content (`--otel-content`) --------------------------------------------------------------
