@@ -143,6 +143,7 @@ def audited(*steps: tuple[str, Any]) -> list[tuple[str, str]]:
     """(rule, severity) of every finding of a session: ("response", (id, [calls])) is a
     response's output items, ("request", body) a request; the end of the capture included."""
     from convtap.contract.auditor import Auditor
+    from convtap.contract.happenings import ClientCallsMade
     from convtap.wire.responses import client_calls
 
     auditor = Auditor()
@@ -150,7 +151,8 @@ def audited(*steps: tuple[str, Any]) -> list[tuple[str, str]]:
     for n, (kind, value) in enumerate(steps):
         if kind == "response":
             response_id, items = value
-            found += auditor.responses.response(f"r{n}", response_id, client_calls(items), n)
+            made = ClientCallsMade(f"r{n}", response_id, tuple(client_calls(items)), n).made()
+            found += auditor.responses.response(f"r{n}", response_id, made)
         else:
             found += auditor.responses.request(f"q{n}", value, n)
     found += auditor.finish()

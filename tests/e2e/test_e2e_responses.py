@@ -64,19 +64,20 @@ def test_the_mock_streams_calls_shaped_like_the_example_with_fresh_ids() -> None
     assert event_types(raw) == event_types(EXAMPLE.read_bytes())
     assert b"[DONE]" not in raw and first.status == "completed" and not first.errors
     calls = first.tool_calls()
-    assert [(c["type"], c["name"]) for c in calls] == [
+    assert [(c.recipient, c.name) for c in calls] == [
         ("function_call", "get_weather"),
         ("tool_search_call", None),
     ]
     prefixes = [("fc_", "call_"), ("tsc_", "call_")]
     for call, (item, call_id) in zip(calls, prefixes, strict=True):
-        assert call["item_id"].startswith(item) and call["call_id"].startswith(call_id)
-    assert calls[0]["arguments"] == {"city": "São Paulo", "unit": "celsius"}
+        assert call.item_id and call.item_id.startswith(item)
+        assert call.call_id and call.call_id.startswith(call_id)
+    assert calls[0].arguments == {"city": "São Paulo", "unit": "celsius"}
     ids = {first.response_id, again.response_id, final.response_id}
     assert len(ids) == 3 and all(i and i.startswith("resp_") for i in ids)
-    item_ids = {c["item_id"] for d in (first, again, final) for c in d.tool_calls()}
+    item_ids = {c.item_id for d in (first, again, final) for c in d.tool_calls()}
     assert len(item_ids) == 6  # fresh per response
-    assert [c["type"] for c in final.tool_calls()] == ["function_call", "tool_search_call"]
+    assert [c.recipient for c in final.tool_calls()] == ["function_call", "tool_search_call"]
 
 
 def test_the_lenient_mock_answers_outputs_whatever_their_call_id() -> None:

@@ -73,9 +73,9 @@ def test_a_socket_session_is_recorded_paired_and_audited_like_http(tmp_path: Pat
     output = {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}
     socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [output]})
     socket.close()
-    rows = {r["call_id"]: r for r in ledger(db)}
-    assert rows[call["call_id"]]["answered"] == 1 and rows[call["call_id"]]["accepted"] == 1
-    assert rows[call["call_id"]]["turn_id"] == "s#1"
+    rows = {r.call_id: r for r in ledger(db)}
+    assert rows[call["call_id"]].answered and rows[call["call_id"]].accepted
+    assert rows[call["call_id"]].turn_id == "s#1"
     with sqlite3.connect(db) as conn:
         turns = conn.execute(
             "SELECT id, kind, status, outcome, turn_id FROM flows WHERE source = 'socket' "
@@ -167,7 +167,7 @@ def test_a_socket_session_comes_back_from_its_har_export(tmp_path: Path) -> None
 
     def seen(path: Path) -> tuple[Any, ...]:
         # the turn within its socket (an import names the socket's flow anew)
-        calls = sorted((r["call_id"], r["turn_id"].rsplit("#")[1], r["answered"])
+        calls = sorted((r.call_id, (r.turn_id or "").rsplit("#")[1], r.answered)
                        for r in ledger(path))  # fmt: skip
         return calls, sorted(f.rule for f in audit_capture(path).findings)
 
@@ -276,8 +276,8 @@ def test_a_chain_that_mixes_http_and_the_socket_pairs_across_them(tmp_path: Path
     output = {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}
     socket.turn({"model": "gpt-5.1", "previous_response_id": first["id"], "input": [output]})
     socket.close()
-    (row,) = [r for r in ledger(db) if r["call_id"] == call["call_id"]]
-    assert (row["turn_id"], row["answered"], row["accepted"]) == ("h", 1, 1)
+    (row,) = [r for r in ledger(db) if r.call_id == call["call_id"]]
+    assert (row.turn_id, row.answered, row.accepted) == ("h", True, True)
     assert [f.rule for f in audit_capture(db).findings] == []
 
 

@@ -173,7 +173,7 @@ def test_the_writer_stores_compressed_plain_and_not_utf8_rows(tmp_path: Path) ->
     db = open_readonly(tmp_path / "c.db")
     rows = list(iter_events(db, "f"))
     assert [event_bytes(r) for r in rows] == [chunk.encode(), b"data: [DONE]\n\n", bad]
-    assert [r["data"] is None for r in rows] == [True, False, True]
+    assert [r.data is None for r in rows] == [True, False, True]
     assert [event_is_utf8(r) for r in rows] == [True, True, False]
     texts = db.execute("SELECT convtap_event(data, raw) FROM events ORDER BY seq").fetchall()
     assert [t for (t,) in texts] == [event_text(r) for r in rows]

@@ -84,7 +84,7 @@ def test_a_call_cut_before_its_done_keeps_what_its_deltas_said() -> None:
     ]  # fmt: skip
     body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
     calls = decode_responses([body]).tool_calls()
-    assert [c["arguments_text"] for c in calls] == ["*** Begin Patch\n", '{"a": ']
+    assert [c.arguments_text for c in calls] == ["*** Begin Patch\n", '{"a": ']
 
 
 def test_a_json_response_and_detection() -> None:

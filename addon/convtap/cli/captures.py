@@ -7,12 +7,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from convtap.cli.common import db_option, fail, main, say, say_unrecorded, why_unreadable
-from convtap.vocab import CallKind, WireProtocol
+from convtap.vocab import WireProtocol
+
+if TYPE_CHECKING:
+    from convtap.store.views import LedgerRow
 
 
 @main.command("import")
@@ -214,10 +217,13 @@ def calls(db: Path, fmt: str, wide: bool) -> None:
         fail(str(exc))
     say_unrecorded(db)
     if fmt == "json":  # `runs_on`: who runs the tool (a server-run one owes no return)
-        rows = [{**r, "runs_on": "server" if _server_run(r) else "client"} for r in rows]
-        for row in rows:  # what the answer that made the call used and cost
-            row["answer_usage"] = answer_usage(usage.get(row["call_id"]))
-        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        shown = [
+            {**r.as_json(), "runs_on": "server" if r.server_run else "client",
+             # what the answer that made the call used and cost
+             "answer_usage": answer_usage(usage.get(r.call_id))}
+            for r in rows
+        ]  # fmt: skip
+        click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
         return
     click.echo(render_ledger(rows, wide=wide))
 
@@ -225,7 +231,7 @@ def calls(db: Path, fmt: str, wide: bool) -> None:
 ID_WIDTH, TOOL_WIDTH = 14, 24  # columns of an id and a tool name in `calls` (120 in all)
 
 
-def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+def render_ledger(rows: list[LedgerRow], *, wide: bool = False) -> str:
     from convtap.wire.responses import qualified_name
 
     """The ledger as a table that fits 120 columns: ids and tool names cut (`…`) unless
@@ -240,19 +246,17 @@ def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
               "accepted", "continued", "findings")  # fmt: skip
     table = [header]
     for r in rows:
-        called = (
-            time.strftime("%H:%M:%S", time.localtime(r["called_at"])) if r["called_at"] else "-"
-        )
-        tool = r["recipient"]
-        if r["protocol"] == WireProtocol.RESPONSES:  # a namespace tool's function: its full name
-            tool = qualified_name(r.get("namespace"), r["tool"])
-        conversation, returned = r["conversation_id"] or "-", r["return_id"] or "-"
+        called = time.strftime("%H:%M:%S", time.localtime(r.called_at)) if r.called_at else "-"
+        tool = r.recipient
+        if r.protocol == WireProtocol.RESPONSES:  # a namespace tool's function: its full name
+            tool = qualified_name(r.namespace, r.tool)
+        conversation, returned = r.conversation_id or "-", r.return_id or "-"
         # a tool the server runs in the stream owes no return: never "answered: no"
-        stages = (("server-run", "-", "-") if _server_run(r) else
-                  (_yes(r["answered"]), _yes(r["accepted"]), _yes(r["continued"])))  # fmt: skip
+        stages = (("server-run", "-", "-") if r.server_run else
+                  (_yes(r.answered), _yes(r.accepted), _yes(r.continued)))  # fmt: skip
         table.append((
-            cut(tool or "-", TOOL_WIDTH), cut(r["call_id"], ID_WIDTH), cut(conversation, ID_WIDTH),
-            called, cut(returned, ID_WIDTH), *stages, str(r["findings"]),
+            cut(tool or "-", TOOL_WIDTH), cut(r.call_id, ID_WIDTH), cut(conversation, ID_WIDTH),
+            called, cut(returned, ID_WIDTH), *stages, str(r.findings),
         ))  # fmt: skip
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
     return "\n".join(
@@ -263,10 +267,6 @@ def render_ledger(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
 
 def _yes(value: bool) -> str:
     return "yes" if value else "no"
-
-
-def _server_run(row: dict[str, Any]) -> bool:
-    return row["protocol"] != WireProtocol.RESPONSES and row["kind"] not in (None, CallKind.LOCAL)
 
 
 @main.command()

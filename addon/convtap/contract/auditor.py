@@ -16,11 +16,11 @@ from typing import Any
 
 from convtap.contract.chains import ResponsesAuditor
 from convtap.contract.happenings import (
-    Call,
     CallMade,
     ClientCallsMade,
     ConversationRequest,
     Happening,
+    MadeCall,
     MessagesShown,
     Prepared,
     ReplayMissed,
@@ -37,9 +37,10 @@ from convtap.contract.replay import MissFacts
 from convtap.contract.returns import CallFacts, OpenCall, RequestFacts, ReturnFacts
 from convtap.vocab import CallKind
 from convtap.wire.bounded import Bounded
+from convtap.wire.calls import ToolCall
 from convtap.wire.session import ToolReturn, TurnRequest, answered_call, read_return
 
-__all__ = ["Auditor", "Call", "checks", "is_refusal"]
+__all__ = ["Auditor", "MadeCall", "checks", "is_refusal"]
 
 PENDING = 1000  # requests whose answer has not come yet, whose marks a refusal undoes
 
@@ -54,7 +55,10 @@ class Auditor:
     conversations past it); `convtap audit` runs unbounded over the whole capture."""
 
     def __init__(self, limit: int | None = None) -> None:
-        self.calls: Bounded[str, Call] = Bounded(limit)
+        self.calls: Bounded[str, MadeCall] = Bounded(limit)
+        self.answered: Bounded[str, str] = Bounded(
+            limit
+        )  # call id -> the return that answered first
         self.signatures: Bounded[str, dict[str, dict[str, Any]]] = Bounded(limit)  # per turn
         self.seen_ids: Bounded[str | None, set[str]] = Bounded(limit)  # per conversation
         self.prepared: Bounded[str, float] = Bounded(limit)  # conversation -> latest prepare
@@ -62,7 +66,7 @@ class Auditor:
         self.returns = 0
         # flow -> what its request marked (its conversation, the ids it showed first, the calls
         # it answered first), undone if the server refuses it
-        self.marks: Bounded[str, tuple[str | None, list[str], list[Call]]] = Bounded(PENDING)
+        self.marks: Bounded[str, tuple[str | None, list[str], list[str]]] = Bounded(PENDING)
         self.responses = ResponsesAuditor(limit)  # the Responses API's calls and outputs
         self.requests: Bounded[str, None] = Bounded(limit)  # flows whose request was audited
         self.creates: Bounded[str, None] = Bounded(limit)  # socket turns whose create was
@@ -86,12 +90,12 @@ class Auditor:
             case MessagesShown(conversation_id, message_ids):
                 self.seen(conversation_id, message_ids)
             case CallMade(call):
-                if call.call_id not in self.calls:
+                if call.where.call_id not in self.calls:
                     return self.call(call)
-            case ClientCallsMade(flow_id, response_id, calls, at):
+            case ClientCallsMade(flow_id, response_id):
                 known = self.responses.calls, self.responses.items
-                fresh = [c for c in calls if not _known_client_call(c, *known)]
-                return self.responses.response(flow_id, response_id, fresh, at)
+                made = [m for m in happening.made() if not _known_client_call(m.call, *known)]
+                return self.responses.response(flow_id, response_id, made)
             case ResponsesRequest(flow_id, body, at):
                 if self._first_request(flow_id):
                     return self.responses.request(flow_id, body, at)
@@ -156,15 +160,16 @@ class Auditor:
         parent = request.parent_message_id
         returns = request.returns
         answered = self.calls.get(parent) if parent is not None else None
-        if not returns and answered is not None and answered.kind == CallKind.LOCAL and messages:
+        local = answered is not None and answered.call.kind == CallKind.LOCAL
+        if not returns and local and messages:
             returns = [read_return(messages[0])]  # a call answered by no tool message
         known = self.seen_ids.get(conversation, set())
         fresh = [message_id for message_id in request.message_ids if message_id not in known]
-        first_answers: list[Call] = []
+        first_answers: list[str] = []
         for ret in returns:
             call = answered_call(parent, ret.call_id, self.calls)
-            if call is not None and call.answered_by is None:
-                first_answers.append(call)
+            if call is not None and (key := _key(call)) not in self.answered:
+                first_answers.append(key)
             found += self._return(ret, messages, parent, conversation, flow_id, at)
         self.seen(conversation, request.message_ids)
         self.marks[flow_id] = (conversation, fresh, first_answers)
@@ -175,20 +180,20 @@ class Auditor:
         and its message ids are still free (a retry of the same return is no duplicate)."""
         conversation, fresh, answered = self.marks.pop(flow_id, (None, [], []))
         self.seen_ids.get(conversation, set()).difference_update(fresh)
-        for call in answered:
-            call.answered_by = None
+        for key in answered:
+            self.answered.pop(key, None)
 
-    def call(self, call: Call) -> list[Finding]:
+    def call(self, call: MadeCall) -> list[Finding]:
         """A finished call (its arguments are final)."""
-        self.calls[call.call_id] = call
-        where = Where(call.conversation_id, call.call_id, None, call.turn_id)
-        return run_checks(CallFacts(call, self.signatures.get(call.turn_id or ""), where))
+        self.calls[_key(call)] = call
+        declared = self.signatures.get(call.where.flow_id or "")
+        return run_checks(CallFacts(call, declared, call.where))
 
     def finish(self) -> list[Finding]:
         """The end of the capture: what never got an answer."""
         found = self.responses.unanswered()
         for c in self.calls.values():
-            found += run_checks(OpenCall(c, Where(c.conversation_id, c.call_id, None, c.turn_id)))
+            found += run_checks(OpenCall(c, self.answered.get(_key(c)), c.where))
         return found
 
     def _return(
@@ -203,6 +208,7 @@ class Auditor:
         self.returns += 1
         call = answered_call(parent, ret.call_id, self.calls)
         return_id = ret.message_id
+        first = self.answered.get(_key(call)) if call is not None else None
         facts = ReturnFacts(
             message=ret.message,
             messages=messages,
@@ -211,24 +217,30 @@ class Auditor:
             call=call,
             body=ret.body,
             seen_ids=self.seen_ids.get(conversation, set()),
-            prepared=self.prepared.get(call.conversation_id or "") if call else None,
+            prepared=self.prepared.get(call.where.conversation_id or "") if call else None,
             at=at,
             where=Where(
-                call.conversation_id if call else conversation,
-                call.call_id if call else None,
+                call.where.conversation_id if call else conversation,
+                call.where.call_id if call else None,
                 return_id,
                 flow_id,
             ),
+            answered_by=first,
         )
         found = run_checks(facts)
-        if call is not None and call.answered_by is None:
-            call.answered_by = return_id or flow_id
+        if call is not None and first is None:
+            self.answered[_key(call)] = return_id or flow_id
         return found
 
 
+def _key(call: MadeCall) -> str:
+    """An f/conversation call's id (the id of the message that made it)."""
+    return call.where.call_id or ""
+
+
 def _known_client_call(
-    call: dict[str, Any], by_call_id: Bounded[str, Any], by_item: Bounded[str, Any]
+    call: ToolCall, by_call_id: Bounded[str, Any], by_item: Bounded[str, Any]
 ) -> bool:
     """A Responses API client call the auditor holds already, by its call_id or its item id."""
-    call_id, item_id = call.get("call_id"), call.get("item_id")
+    call_id, item_id = call.call_id, call.item_id
     return bool(call_id and call_id in by_call_id) or bool(item_id and item_id in by_item)

@@ -10,9 +10,11 @@ response it continues held (docs/rules.md, "responses-output-call-id").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from convtap.contract.happenings import MadeCall
 from convtap.contract.registry import Finding, Where, as_str, run_checks
 from convtap.contract.responses import (
     ItemFacts,
@@ -24,7 +26,7 @@ from convtap.contract.responses import (
     is_reference,
 )
 from convtap.wire.bounded import Bounded
-from convtap.wire.responses import CLIENT_CALLS, OUTPUTS
+from convtap.wire.responses import CLIENT_CALLS, OUTPUTS, client_call
 
 CHAIN_WALKED = 10_000  # responses walked back along one chain (a longer one is cut there)
 ORPHAN_RULES = ("responses-output-call-id", "responses-chain-broken")
@@ -43,9 +45,10 @@ class ResponsesAuditor:
     """`limit` bounds every map (a live recorder forgets the oldest past it)."""
 
     def __init__(self, limit: int | None = None) -> None:
-        self.calls: Bounded[str, dict[str, Any]] = Bounded(limit)  # call_id -> client call
-        self.items: Bounded[str, dict[str, Any]] = Bounded(limit)  # item id (fc_...) -> call
-        self.by_response: Bounded[str | None, list[dict[str, Any]]] = Bounded(limit)
+        self.calls: Bounded[str, MadeCall] = Bounded(limit)  # call_id -> client call
+        self.items: Bounded[str, MadeCall] = Bounded(limit)  # item id (fc_...) -> call
+        self.by_response: Bounded[str | None, list[MadeCall]] = Bounded(limit)
+        self.answered: Bounded[CallKey, None] = Bounded(limit)  # the calls an output answered
         self.parents: Bounded[str, str | None] = Bounded(limit)  # response -> its previous
         self.held: Bounded[str, set[str]] = Bounded(limit)  # response -> the item ids it holds
         # flow -> its request's previous_response_id and input item ids, until its response
@@ -55,7 +58,7 @@ class ResponsesAuditor:
         self.outputs = 0
 
     def response(
-        self, flow_id: str, response_id: str | None, calls: list[dict[str, Any]], at: float
+        self, flow_id: str, response_id: str | None, calls: Sequence[MadeCall]
     ) -> list[Finding]:
         """A response, and its client calls, which the next requests must answer by
         `call_id`; a response without calls is known too (the chain goes through it)."""
@@ -66,15 +69,15 @@ class ResponsesAuditor:
         known = self.by_response.get(response_id)
         if known is None:
             known = self.by_response[response_id] = []
-        for call in calls:
-            record = {**call, "response_id": response_id, "flow_id": flow_id, "answered": False}
-            if call.get("call_id"):
-                self.calls[call["call_id"]] = record
-            if call.get("item_id"):
-                self.items[call["item_id"]] = record
+        for made in calls:
+            call = made.call
+            if call.call_id:
+                self.calls[call.call_id] = made
+            if call.item_id:
+                self.items[call.item_id] = made
                 if response_id is not None:
-                    self.held.setdefault(response_id, set()).add(call["item_id"])
-            known.append(record)
+                    self.held.setdefault(response_id, set()).add(call.item_id)
+            known.append(made)
         return []
 
     def chain(self, previous: str | None) -> list[str]:
@@ -101,7 +104,7 @@ class ResponsesAuditor:
         chain = self.chain(previous)
         found += self._duplicates(items, chain, previous, flow_id)
         self.pending[flow_id] = (previous, [i["id"] for i in items if _item_id(i)])
-        candidates = self._candidates(previous, items)
+        candidates = self._candidates(previous, items, at)
         # The server may hold calls the capture does not show: a conversation's, those of a
         # response before the capture began, the items a reference names.
         held = body.get("conversation") is not None
@@ -120,7 +123,7 @@ class ResponsesAuditor:
         return found
 
     def _output(
-        self, item: dict[str, Any], candidates: dict[str, dict[str, Any]], held: bool,
+        self, item: dict[str, Any], candidates: dict[str, MadeCall], held: bool,
         hidden: bool, in_chain: set[str], previous: str | None, flow_id: str,
     ) -> list[Finding]:  # fmt: skip
         self.outputs += 1
@@ -133,7 +136,7 @@ class ResponsesAuditor:
         known = self.calls.get(call_id or "") if call is None else None
         # broken only where the chain is known: a response outside the capture may hold the call
         chain_known = previous is None or previous in self.parents
-        outside = known is not None and known["response_id"] not in in_chain
+        outside = known is not None and known.where.conversation_id not in in_chain
         elsewhere = known if outside and chain_known else None
         # a call_id the capture shows for another response is wrong in any case
         unseen = hidden and known is None
@@ -141,7 +144,7 @@ class ResponsesAuditor:
             OutputFacts(item, call, by_item, list(candidates), here, unseen, elsewhere, previous)
         )
         if call is not None:
-            call["answered"] = True
+            self.answered[_key(call)] = None
         if any(f.rule in ORPHAN_RULES for f in found):
             orphan = self.orphans.setdefault((str(item.get("type")), call_id or ""),
                                              Orphan(item, here))  # fmt: skip
@@ -165,23 +168,24 @@ class ResponsesAuditor:
         return found
 
     def _candidates(
-        self, previous: str | None, items: list[dict[str, Any]]
-    ) -> dict[str, dict[str, Any]]:
+        self, previous: str | None, items: list[dict[str, Any]], at: float
+    ) -> dict[str, MadeCall]:
         """The calls a request's outputs may answer, by call_id: those of the response it
         continues, those replayed in its input, and those its item_references name."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, MadeCall] = {}
         if previous is not None:
             found.update(
-                (r["call_id"], r) for r in self.by_response.get(previous, []) if r.get("call_id")
+                (r.call.call_id, r) for r in self.by_response.get(previous, []) if r.call.call_id
             )
         for item in items:
             call_id = item.get("call_id")
             if item.get("type") in CLIENT_CALLS and isinstance(call_id, str) and call_id:
-                found[call_id] = self.calls.get(call_id, {**item, "item_id": item.get("id")})
+                replayed = MadeCall(client_call(item, None), Where(call_id=call_id), at)
+                found[call_id] = self.calls.get(call_id, replayed)
             elif is_reference(item) and isinstance(item.get("id"), str):
                 referenced = self.items.get(item["id"])
-                if referenced is not None and referenced.get("call_id"):
-                    found[referenced["call_id"]] = referenced
+                if referenced is not None and referenced.call.call_id:
+                    found[referenced.call.call_id] = referenced
         return found
 
     def socket_create(
@@ -211,11 +215,19 @@ class ResponsesAuditor:
         calls = {id(r): r for calls in self.by_response.values() for r in calls}.values()
         found: list[Finding] = []
         for r in calls:
-            where = Where(r.get("response_id"), r.get("call_id"), None, r.get("flow_id"))
-            found += run_checks(OpenClientCall(r, where))
+            found += run_checks(OpenClientCall(r, _key(r) in self.answered, r.where))
         for orphan in self.orphans.values():
             found += run_checks(RepeatedOrphan(orphan.item, orphan.requests, orphan.where))
         return found
+
+
+# A call as the auditor knows it: the response and flow that made it, its call_id and item id
+# (a call replayed in a request's input has no flow).
+CallKey = tuple[str | None, str | None, str | None, str | None]
+
+
+def _key(made: MadeCall) -> CallKey:
+    return made.where.conversation_id, made.where.flow_id, made.call.call_id, made.call.item_id
 
 
 def _item_id(item: dict[str, Any]) -> bool:

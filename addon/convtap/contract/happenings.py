@@ -15,25 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from convtap.contract.registry import Where
 from convtap.vocab import REPLAY_MISS, REPLAY_MISS_CODE
+from convtap.wire.calls import ToolCall
 from convtap.wire.session import TurnRequest
 
 
-@dataclass
-class Call:
-    """A tool call as the auditor needs it (a `tool_calls` row, or the live decoder's call). The
-    auditor keeps it, and marks it answered."""
+@dataclass(frozen=True, slots=True)
+class MadeCall:
+    """A call as the contract knows it: the decoder's call (`wire.calls.ToolCall`, either
+    protocol), where it was made and when. `where.conversation_id` is the f/conversation
+    conversation, or the Responses response that made it; `where.flow_id` the flow of its turn.
+    Whether it was answered is the auditor's to track, not the call's."""
 
-    call_id: str
-    recipient: str
-    kind: str
-    tool: str
-    arguments: dict[str, Any] | None
-    arguments_text: str
-    conversation_id: str | None
-    turn_id: str | None
+    call: ToolCall
+    where: Where
     at: float
-    answered_by: str | None = None  # the return message id that answered it first
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +100,7 @@ class MessagesShown:
 class CallMade:
     """A finished f/conversation call (its arguments are final)."""
 
-    call: Call
+    call: MadeCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +110,15 @@ class ClientCallsMade:
 
     flow_id: str
     response_id: str | None
-    calls: tuple[dict[str, Any], ...]
+    calls: tuple[ToolCall, ...]
     at: float
+
+    def made(self) -> list[MadeCall]:
+        """The calls as the contract keeps them: made by this response, in this flow."""
+        return [
+            MadeCall(c, Where(self.response_id, c.call_id, None, self.flow_id), self.at)
+            for c in self.calls
+        ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from convtap.contract.happenings import MadeCall
 from convtap.contract.registry import MISSING, Violation, Where, check
 from convtap.contract.tools import tool_problems
 from convtap.wire.responses import qualified_name
@@ -22,15 +23,15 @@ from convtap.wire.responses import qualified_name
 @dataclass(frozen=True)
 class OutputFacts:
     item: dict[str, Any]  # function_call_output, custom_tool_call_output or tool_search_output
-    call: dict[str, Any] | None  # the client call it answers, if its call_id names one
-    by_item: dict[str, Any] | None  # the call whose item id (fc_...) it names instead
+    call: MadeCall | None  # the client call it answers, if its call_id names one
+    by_item: MadeCall | None  # the call whose item id (fc_...) it names instead
     candidates: list[str]  # the call_ids it could have answered
     where: Where
     # it may answer a call the server holds and the capture does not show (a conversation's, a
     # response's from before the capture)
     hidden: bool = False
     # the call it names, made by a response outside the chain its previous_response_id names
-    elsewhere: dict[str, Any] | None = None
+    elsewhere: MadeCall | None = None
     previous: str | None = None  # the request's previous_response_id
 
 
@@ -64,7 +65,8 @@ class ToolsFacts:
 
 @dataclass(frozen=True)
 class OpenClientCall:
-    call: dict[str, Any]
+    call: MadeCall
+    answered: bool  # an output answered it
     where: Where
 
 
@@ -92,6 +94,11 @@ def names_a_tool(item: dict[str, Any]) -> bool:
     return item.get("call_id") is None and isinstance(item.get("name"), str)
 
 
+def _server_search(made: MadeCall) -> bool:
+    """A server-executed tool search's call (replayed in an input)."""
+    return made.call.recipient == "tool_search_call" and made.call.execution == "server"
+
+
 @check("responses-output-call-id", OutputFacts)
 def output_call_id(o: OutputFacts) -> Violation | None:
     if o.call is not None or names_a_tool(o.item) or o.elsewhere is not None:
@@ -100,9 +107,9 @@ def output_call_id(o: OutputFacts) -> Violation | None:
         return None  # the server's own output, echoed: `responses-tool-search` judges it
     if o.by_item is not None:
         return Violation(
-            f"call_id is the item id of {o.by_item.get('name')}'s call; the call's call_id "
+            f"call_id is the item id of {o.by_item.call.name}'s call; the call's call_id "
             "is expected",
-            o.by_item.get("call_id"),
+            o.by_item.call.call_id,
             o.item.get("call_id") or MISSING,
         )
     if o.hidden:
@@ -147,12 +154,12 @@ def tool_search(o: OutputFacts) -> Violation | None:
     if o.item.get("type") != "tool_search_output":
         return None
     call = o.call or o.elsewhere  # a call outside the chain: `responses-chain-broken` says so
-    if is_server_search(o.item) and (call is None or is_server_search(call)):
+    if is_server_search(o.item) and (call is None or _server_search(call)):
         return None  # a server search's output, echoed back as history
     answers_client_search = (
         call is not None
-        and call.get("type") == "tool_search_call"
-        and call.get("execution") == "client"
+        and call.call.recipient == "tool_search_call"
+        and call.call.execution == "client"
     )
     # `execution` is optional on the input item: without it, it answers the client search it names
     if answers_client_search and o.item.get("execution", "client") == "client":
@@ -161,7 +168,7 @@ def tool_search(o: OutputFacts) -> Violation | None:
         "a tool_search_output must answer a client tool_search_call and say execution: client",
         {"answers": "a client tool_search_call", "execution": "client"},
         {
-            "answers": call.get("type") if call else None,
+            "answers": call.call.recipient if call else None,
             "execution": o.item.get("execution", MISSING),
         },
     )
@@ -181,10 +188,11 @@ def tools_valid(t: ToolsFacts) -> list[Violation]:
 
 @check("responses-call-unanswered", OpenClientCall)
 def call_unanswered(o: OpenClientCall) -> Violation | None:
-    if o.call["answered"]:
+    if o.answered:
         return None
-    kind, name = o.call.get("type"), o.call.get("name")
-    label = name if name and name != kind else o.call.get("call_id") or o.call.get("item_id")
+    call = o.call.call
+    kind, name = call.recipient, call.name
+    label = name if name and name != kind else call.key
     return Violation(
         f"{kind} {label} got no output" if label else f"{kind} got no output",
         "an output with this call_id",
@@ -196,10 +204,10 @@ def call_unanswered(o: OpenClientCall) -> Violation | None:
 def chain_broken(o: OutputFacts) -> Violation | None:
     if o.elsewhere is None:
         return None
-    made_by = o.elsewhere.get("response_id")
+    made_by = o.elsewhere.where.conversation_id
     said = "no previous_response_id" if o.previous is None else f"previous_response_id {o.previous}"
     return Violation(
-        f"the output answers {o.elsewhere.get('name') or o.elsewhere.get('type')}'s call of "
+        f"the output answers {o.elsewhere.call.name or o.elsewhere.call.recipient}'s call of "
         f"response {made_by}, which is neither in the input nor in the chain {said} names",
         {"previous_response_id": made_by},
         {"previous_response_id": o.previous},

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from convtap.contract.happenings import Call
+from convtap.contract.happenings import MadeCall
 from convtap.contract.registry import MISSING, Violation, Where, as_dict, check
 from convtap.models import EXECUTION_TARGET_ADAPTER, TOOL_RETURN_FIXED, is_fixed_value
 
@@ -26,12 +26,13 @@ class ReturnFacts:
     messages: list[dict[str, Any]]  # every message of the request
     parent: str | None  # the request's parent_message_id
     conversation: str | None  # the request's conversation_id
-    call: Call | None  # the call it answers, when one was recorded
+    call: MadeCall | None  # the call it answers, when one was recorded
     body: dict[str, Any] | None  # content.text as a JSON object
     seen_ids: Set[str]  # message ids the conversation showed before
     prepared: float | None  # the latest prepare on the call's conversation
     at: float
     where: Where
+    answered_by: str | None = None  # the return that answered the call first, if one did
 
     @property
     def content(self) -> dict[str, Any]:
@@ -39,12 +40,12 @@ class ReturnFacts:
 
     @property
     def tool(self) -> str | None:
-        return self.call.tool if self.call else None
+        return self.call.call.tool if self.call else None
 
 
 @dataclass(frozen=True)
 class CallFacts:
-    call: Call
+    call: MadeCall
     # what the call's turn declared, by name; None when the capture lacks the turn's request (a
     # stream imported alone, a capture begun in a resumed leg)
     declared: dict[str, dict[str, Any]] | None
@@ -63,7 +64,8 @@ class RequestFacts:
 
 @dataclass(frozen=True)
 class OpenCall:
-    call: Call
+    call: MadeCall
+    answered_by: str | None  # the return that answered it first
     where: Where
 
 
@@ -142,11 +144,11 @@ def body_json(r: ReturnFacts) -> Violation | None:
 
 @check("return-call-id", ReturnFacts)
 def body_call_id(r: ReturnFacts) -> Violation | None:
-    if r.body is None or r.call is None or r.body.get("call_id") == r.call.call_id:
+    if r.body is None or r.call is None or r.body.get("call_id") == r.call.where.call_id:
         return None
     return Violation(
         "the body's call_id is not the call message's id",
-        r.call.call_id,
+        r.call.where.call_id,
         r.body.get("call_id", MISSING),
     )
 
@@ -173,11 +175,11 @@ def body_result(r: ReturnFacts) -> Violation | None:
 
 @check("return-parent", ReturnFacts)
 def parent(r: ReturnFacts) -> Violation | None:
-    if r.call is None or r.parent == r.call.call_id:
+    if r.call is None or r.parent == r.call.where.call_id:
         return None
     return Violation(
         "parent_message_id is not the call message's id",
-        r.call.call_id,
+        r.call.where.call_id,
         r.parent if r.parent is not None else MISSING,
     )
 
@@ -198,11 +200,11 @@ def hidden(r: ReturnFacts) -> Violation | None:
 
 @check("return-conversation", ReturnFacts)
 def conversation(r: ReturnFacts) -> Violation | None:
-    if r.call is None or r.conversation == r.call.conversation_id:
+    if r.call is None or r.conversation == r.call.where.conversation_id:
         return None
     return Violation(
         "conversation_id is not the call's conversation",
-        r.call.conversation_id,
+        r.call.where.conversation_id,
         r.conversation if r.conversation is not None else MISSING,
     )
 
@@ -224,19 +226,19 @@ def id_fresh(r: ReturnFacts) -> Violation | None:
 
 @check("call-unanswered", OpenCall)
 def unanswered(o: OpenCall) -> Violation | None:
-    if o.call.kind != "local" or o.call.answered_by is not None:
+    if o.call.call.kind != "local" or o.answered_by is not None:
         return None
-    return Violation(f"local.{o.call.tool} got no return", "one return", "none")
+    return Violation(f"local.{o.call.call.tool} got no return", "one return", "none")
 
 
 @check("return-duplicate", ReturnFacts)
 def duplicate(r: ReturnFacts) -> Violation | None:
-    if r.call is None or r.call.answered_by is None:
+    if r.call is None or r.answered_by is None:
         return None
     return Violation(
         "the call was already answered",
         "one return",
-        f"a second return; the first was {r.call.answered_by}",
+        f"a second return; the first was {r.answered_by}",
     )
 
 
@@ -254,32 +256,34 @@ def orphan(r: ReturnFacts) -> Violation | None:
 
 @check("call-undeclared", CallFacts)
 def undeclared(c: CallFacts) -> Violation | None:
-    if c.call.kind != "local" or c.declared is None or c.call.tool in c.declared:
+    call = c.call.call
+    if call.kind != "local" or c.declared is None or call.tool in c.declared:
         return None
     return Violation(
-        f"the model called local.{c.call.tool}, which the turn did not declare",
+        f"the model called local.{call.tool}, which the turn did not declare",
         sorted(c.declared),
-        c.call.tool,
+        call.tool,
     )
 
 
 @check("call-arguments", CallFacts)
 def arguments(c: CallFacts) -> Violation | None:
-    signature = (c.declared or {}).get(c.call.tool)
-    if c.call.kind != "local" or signature is None:
+    call = c.call.call
+    signature = (c.declared or {}).get(call.tool)
+    if call.kind != "local" or signature is None:
         return None
     params = signature.get("params")
     listed = params if isinstance(params, list) else []
     named = [p for p in listed if isinstance(p, dict) and isinstance(p.get("name"), str)]
     required = [p["name"] for p in named if p.get("required")]
-    args = c.call.arguments
+    args = call.arguments
     missing = [name for name in required if args is None or name not in args]
     if not missing:
         return None
     return Violation(
-        f"local.{c.call.tool} was called without {', '.join(map(str, missing))}",
+        f"local.{call.tool} was called without {', '.join(map(str, missing))}",
         required,
-        args if args is not None else c.call.arguments_text,
+        args if args is not None else call.arguments_text,
     )
 
 

@@ -45,6 +45,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.store.rows import FlowRow
 from convtap.vocab import RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.delta import DeltaDecoder
@@ -107,38 +108,38 @@ class _Shaping:
     def __init__(self) -> None:
         self.turns: Bounded[str, SseShaper] = Bounded(OPEN_TURNS)
 
-    def stream(self, flow: dict[str, Any]) -> SseShaper:
-        if flow["kind"] not in (Endpoint.CONVERSATION, Endpoint.RESUME):
+    def stream(self, flow: FlowRow) -> SseShaper:
+        if flow.kind not in (Endpoint.CONVERSATION, Endpoint.RESUME):
             return SseShaper(StreamShaper())  # a Responses stream stands alone
-        turn = flow["turn_id"] or flow["id"]
+        turn = flow.turn_id or flow.id
         shaper = self.turns.get(turn)
         if shaper is None:
             shaper = self.turns[turn] = SseShaper(StreamShaper(DeltaDecoder()))
         return shaper
 
-    def ended(self, flow: dict[str, Any], shaper: SseShaper) -> None:
+    def ended(self, flow: FlowRow, shaper: SseShaper) -> None:
         """A turn that ended with [DONE] gets no resume leg: forget it (rule 8)."""
         if shaper.stream.done:
-            self.turns.pop(flow["turn_id"] or flow["id"], None)
+            self.turns.pop(flow.turn_id or flow.id, None)
 
 
 # -- one entry -----------------------------------------------------------------------------------
 
 
 def _write_entry(
-    handle: TextIO, db: sqlite_utils.Database, flow: dict[str, Any], shaping: _Shaping | None
+    handle: TextIO, db: sqlite_utils.Database, flow: FlowRow, shaping: _Shaping | None
 ) -> None:
     """An entry's JSON around a marker where its body (or its frames) is streamed in."""
     marker = f"\x00{secrets.token_hex(8)}\x00"
-    request_headers = _headers(flow["request_headers"])
-    response_headers = _headers(flow["response_headers"])
+    request_headers = _headers(flow.request_headers)
+    response_headers = _headers(flow.response_headers)
     entry: dict[str, Any] = {
-        "startedDateTime": _iso(flow["started_at"]),
+        "startedDateTime": _iso(flow.started_at),
         "time": _duration(flow),
         "request": _request(flow, request_headers, shaping is not None),
         "response": {
-            "status": flow["status"] or (101 if flow["kind"] in SOCKETS else 0),
-            "statusText": _status_text(flow["status"]),
+            "status": flow.status or (101 if flow.kind in SOCKETS else 0),
+            "statusText": _status_text(flow.status),
             "httpVersion": "HTTP/1.1",
             "cookies": [],
             "headers": _har_headers(response_headers),
@@ -151,7 +152,7 @@ def _write_entry(
         "timings": _timings(_duration(flow)),
     }
     content_type = _header(response_headers, "content-type")
-    if flow["kind"] in SOCKETS:
+    if flow.kind in SOCKETS:
         entry["response"]["content"] = {"size": 0, "mimeType": content_type or "x-unknown"}
         entry["_resourceType"] = "websocket"
         entry["_webSocketMessages"] = marker
@@ -164,14 +165,14 @@ def _write_entry(
 
 
 def _body(
-    db: sqlite_utils.Database, flow: dict[str, Any], headers: Headers, shaping: _Shaping | None
+    db: sqlite_utils.Database, flow: FlowRow, headers: Headers, shaping: _Shaping | None
 ) -> tuple[dict[str, Any], Iterator[str] | None]:
     """A response's `content` (but its text and size) and the pieces of its text, if any."""
     content_type = _header(headers, "content-type")
     content: dict[str, Any] = {"mimeType": content_type or "x-unknown"}
-    if flow["kind"] in STREAMED and is_event_stream(tuple(headers)):
+    if flow.kind in STREAMED and is_event_stream(tuple(headers)):
         ascii_only = utf8 = True
-        for row in iter_events(db, flow["id"]):
+        for row in iter_events(db, flow.id):
             if not event_is_utf8(row):  # bytes that are not UTF-8: base64, byte for byte
                 utf8 = False
                 break
@@ -179,7 +180,7 @@ def _body(
         if not utf8 or (not ascii_only and not _reads_as_utf8(content_type)):
             content["encoding"] = "base64"
         return content, _stream(db, flow, shaping)
-    body = _response_body(flow["response_body"], shaping is not None)
+    body = _response_body(flow.response_body, shaping is not None)
     if body is None:
         return content, None
     if not body.isascii() and not _reads_as_utf8(content_type):
@@ -214,10 +215,10 @@ def _split(entry: dict[str, Any], marker: str) -> tuple[str, str]:
     return before, after
 
 
-def _request(flow: dict[str, Any], headers: Headers, blank_words: bool) -> dict[str, Any]:
-    url = flow["url"] or ""
+def _request(flow: FlowRow, headers: Headers, blank_words: bool) -> dict[str, Any]:
+    url = flow.url or ""
     request: dict[str, Any] = {
-        "method": flow["method"] or "GET",
+        "method": flow.method or "GET",
         "url": url,
         "httpVersion": "HTTP/1.1",
         "cookies": [],
@@ -229,7 +230,7 @@ def _request(flow: dict[str, Any], headers: Headers, blank_words: bool) -> dict[
         "headersSize": -1,
         "bodySize": 0,
     }
-    body = flow["request_body"]
+    body = flow.request_body
     if body and not body.startswith("<"):  # "<N bytes, not JSON>": no body was kept
         content_type = _header(headers, "content-type")
         if blank_words:
@@ -247,35 +248,33 @@ def _response_body(text: str | None, blank_words: bool) -> str | None:
     return dump(shape_value(loads_or_none(text))) if blank_words else text
 
 
-def _stream(
-    db: sqlite_utils.Database, flow: dict[str, Any], shaping: _Shaping | None
-) -> Iterator[str]:
+def _stream(db: sqlite_utils.Database, flow: FlowRow, shaping: _Shaping | None) -> Iterator[str]:
     """The raw events of a stream, as recorded (or shaped)."""
     shaper = shaping.stream(flow) if shaping is not None else None
-    for row in iter_events(db, flow["id"]):
+    for row in iter_events(db, flow.id):
         if shaper is not None:
             yield shaper.feed(event_text(row))
         else:  # bytes that are not UTF-8 as surrogates: base64, as they came
             yield event_bytes(row).decode("utf-8", "surrogateescape")
-    if flow["outcome"] == "truncated":  # as replay.py: the cut event was never kept
+    if flow.outcome == "truncated":  # as replay.py: the cut event was never kept
         yield "data: "
     if shaping is not None and shaper is not None:
         shaping.ended(flow, shaper)
 
 
 def _frames(
-    db: sqlite_utils.Database, flow: dict[str, Any], shaper: FrameShaper | None
+    db: sqlite_utils.Database, flow: FlowRow, shaper: FrameShaper | None
 ) -> Iterator[dict[str, Any]]:
     """A WebSocket's frames as Chrome writes them (shaped: after a first pass that orders its
     turn topics' stream items)."""
     if shaper is not None:
-        for row in iter_events(db, flow["id"]):
+        for row in iter_events(db, flow.id):
             shaper.learn(event_text(row))
         shaper.finish()
-    for row in iter_events(db, flow["id"]):
+    for row in iter_events(db, flow.id):
         data = event_text(row) if shaper is None else shaper.frame(event_text(row))
-        kind = "send" if row["event"] == RawKind.WS_CLIENT else "receive"
-        yield {"type": kind, "time": row["at"] or 0.0, "opcode": 1, "data": data}
+        kind = "send" if row.event == RawKind.WS_CLIENT else "receive"
+        yield {"type": kind, "time": row.at or 0.0, "opcode": 1, "data": data}
 
 
 def _write_text(handle: TextIO, pieces: Iterator[str]) -> int:
@@ -350,9 +349,9 @@ def _iso(at: float | None) -> str:
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def _duration(flow: dict[str, Any]) -> float:
+def _duration(flow: FlowRow) -> float:
     """Milliseconds from the request to the end of the response."""
-    started, ended = flow["started_at"], flow["ended_at"]
+    started, ended = flow.started_at, flow.ended_at
     if started is None or ended is None:
         return 0.0
     return max(0.0, (float(ended) - float(started)) * 1000.0)

@@ -11,7 +11,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import quote
 
 import sqlite_utils
@@ -21,6 +21,7 @@ from convtap.contract.registry import Finding
 from convtap.export.files import is_part_of, write_output
 from convtap.store.database import StoreError, open_readonly
 from convtap.store.trace_queries import call_usage
+from convtap.store.views import AnswerCost
 from convtap.telemetry.otlp import Sender, write_json
 from convtap.telemetry.places import places
 from convtap.telemetry.spans import capture_spans
@@ -64,7 +65,7 @@ def _reading(db_path: Path, work: Callable[[sqlite_utils.Database], T]) -> T:
         db.conn.close()
 
 
-def ledger_usage(db_path: Path) -> dict[str, dict[str, Any]]:
+def ledger_usage(db_path: Path) -> dict[str, AnswerCost]:
     """For each call of the capture, the usage row of the answer that made it."""
     return _reading(db_path, call_usage)
 

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from convtap.contract.audit import AuditResult
 from convtap.ingest import findings
@@ -36,6 +35,7 @@ from convtap.store.database import (
     remove_if_empty,
     writable,
 )
+from convtap.store.views import LedgerRow
 
 
 @dataclass
@@ -182,14 +182,10 @@ def unrecorded(path: Path) -> Unrecorded | None:
     return Unrecorded(left, recording=False)
 
 
-def ledger(path: Path) -> list[dict[str, Any]]:
+def ledger(path: Path) -> list[LedgerRow]:
     """The call ledger: one row per call, with its return and what became of it."""
     db = open_readonly(path)
     try:
-        rows = call_ledger(db)
+        return call_ledger(db)
     finally:
         db.conn.close()
-    for row in rows:
-        for key in ("answered", "accepted", "continued", "complete"):
-            row[key] = bool(row[key])
-    return rows

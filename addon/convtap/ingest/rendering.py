@@ -17,7 +17,6 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol, TextIO
@@ -210,7 +209,7 @@ def _conversation(
     spool(turn.close())
     summary = turn.summary()
     messages = [redactor.json(m) for m in summary.messages]
-    calls = [redactor.json(asdict(c)) for c in summary.tool_calls()]
+    calls = [redactor.json(c.as_json()) for c in summary.tool_calls()]
     if fmt == "json":
         head = {
             "protocol": WireProtocol.CONVERSATION, "encoding": summary.encoding,

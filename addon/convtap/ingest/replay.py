@@ -14,7 +14,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 from convtap.ingest import findings
 from convtap.journal.events import (
@@ -42,6 +41,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.store.rows import EventRow, FlowRow
 from convtap.vocab import Outcome, RawKind, Source, stored
 from convtap.wire.session import SOCKETS, STREAMED
 
@@ -95,12 +95,12 @@ def replay_db(
     try:
         for flow in iter_flows(db):
             if skip is not None:
-                if flow["id"] in skip:
+                if flow.id in skip:
                     skipped += 1
                     continue
-                skip.add(flow["id"])
+                skip.add(flow.id)
             with whole():
-                for event in stored_flow_events(flow, iter_events(db, flow["id"])):
+                for event in stored_flow_events(flow, iter_events(db, flow.id)):
                     handle(event)
             count += 1
     finally:
@@ -112,38 +112,34 @@ def _headers(text: str | None) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in json.loads(text or "[]"))
 
 
-def stored_flow_events(
-    flow: dict[str, Any], events: Iterator[dict[str, Any]]
-) -> Iterator[RecorderEvent]:
+def stored_flow_events(flow: FlowRow, events: Iterator[EventRow]) -> Iterator[RecorderEvent]:
     """The recorder events a stored flow and its raw events stand for."""
-    flow_id = flow["id"]
-    body = flow["request_body"]
+    flow_id = flow.id
+    body = flow.request_body
     yield RequestSeen(
-        flow_id=flow_id, method=flow["method"] or "GET", url=flow["url"] or "",
-        host=flow["host"] or "", path=flow["path"] or "", headers=_headers(flow["request_headers"]),
+        flow_id=flow_id, method=flow.method or "GET", url=flow.url or "",
+        host=flow.host or "", path=flow.path or "", headers=_headers(flow.request_headers),
         body=body.encode() if body and not body.startswith("<") else None,
-        at=flow["started_at"] or 0.0, source=stored(Source, flow["source"], Source.REPROCESS),
+        at=flow.started_at or 0.0, source=stored(Source, flow.source, Source.REPROCESS),
     )  # fmt: skip
-    if flow["kind"] in SOCKETS:
+    if flow.kind in SOCKETS:
         for event in events:
-            from_client = event["event"] == RawKind.WS_CLIENT
-            yield WebSocketMessage(flow_id, from_client, event_text(event), event["at"])
-        yield WebSocketEnded(flow_id, flow["ended_at"] or 0.0)
+            from_client = event.event == RawKind.WS_CLIENT
+            yield WebSocketMessage(flow_id, from_client, event_text(event), event.at)
+        yield WebSocketEnded(flow_id, flow.ended_at or 0.0)
         return
-    headers = _headers(flow["response_headers"])
+    headers = _headers(flow.response_headers)
     response_body = None
-    if flow["kind"] in STREAMED and is_event_stream(headers):
-        yield ResponseStarted(flow_id, flow["status"], headers)
+    if flow.kind in STREAMED and is_event_stream(headers):
+        yield ResponseStarted(flow_id, flow.status, headers)
         for event in events:
-            yield BodyChunk(flow_id, event_bytes(event), event["at"])
-        if (
-            flow["outcome"] == Outcome.TRUNCATED
-        ):  # the cut event was never kept: end inside one again
-            yield BodyChunk(flow_id, b"data: ", flow["ended_at"] or 0.0)
+            yield BodyChunk(flow_id, event_bytes(event), event.at)
+        if flow.outcome == Outcome.TRUNCATED:  # the cut event was never kept: end inside one again
+            yield BodyChunk(flow_id, b"data: ", flow.ended_at or 0.0)
     else:
-        text = flow["response_body"]
+        text = flow.response_body
         response_body = text.encode() if text and not text.startswith("<") else None
     yield ResponseEnded(
-        flow_id, flow["status"], headers, response_body, flow["outcome"] or Outcome.COMPLETE,
-        flow["ended_at"] or 0.0,
+        flow_id, flow.status, headers, response_body, flow.outcome or Outcome.COMPLETE,
+        flow.ended_at or 0.0,
     )  # fmt: skip

@@ -31,6 +31,7 @@ from convtap.store.database import (
     iter_flows,
     open_readonly,
 )
+from convtap.store.rows import EventRow, FlowRow
 from convtap.vocab import REPLAY_MISS, RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
@@ -170,8 +171,8 @@ def load(path: Path) -> Recording:
     sockets: list[Socket] = []
     try:
         for flow in iter_flows(db):
-            events = list(iter_events(db, flow["id"]))
-            if flow["kind"] in SOCKETS:
+            events = list(iter_events(db, flow.id))
+            if flow.kind in SOCKETS:
                 sockets.append(_socket(flow, events, exchanges))
             else:
                 exchanges.append(_exchange(flow, events, len(exchanges) + 1))
@@ -182,39 +183,40 @@ def load(path: Path) -> Recording:
     return Recording(exchanges, sockets)
 
 
-def _exchange(flow: dict[str, Any], events: list[dict[str, Any]], number: int) -> Exchange:
-    headers = [(str(k), str(v)) for k, v in loads_or_none(flow["response_headers"]) or []]
+def _exchange(flow: FlowRow, events: list[EventRow], number: int) -> Exchange:
+    headers = [(str(k), str(v)) for k, v in loads_or_none(flow.response_headers) or []]
     kept = [(k, v) for k, v in headers if k.lower() not in DROPPED]
-    started = flow["started_at"] or 0.0
+    started = flow.started_at or 0.0
     pieces: list[Piece] = []
-    if flow["kind"] in STREAMED and events:
+    if flow.kind in STREAMED and events:
         previous = started
         for event in events:
-            pieces.append(Piece(max(0.0, event["at"] - previous), event_bytes(event)))
-            previous = event["at"]
-    elif flow["response_body"]:
-        gap = max(0.0, (flow["ended_at"] or started) - started)
-        pieces.append(Piece(gap, str(flow["response_body"]).encode()))
-    return Exchange(number, flow["id"], flow["method"] or "GET", request_path(flow["path"] or "/"),
-                    flow["kind"], _json(flow["request_body"]), flow["status"] or 200, kept,
+            pieces.append(Piece(max(0.0, event.at - previous), event_bytes(event)))
+            previous = event.at
+    elif flow.response_body:
+        gap = max(0.0, (flow.ended_at or started) - started)
+        pieces.append(Piece(gap, str(flow.response_body).encode()))
+    return Exchange(number, flow.id, flow.method or "GET", request_path(flow.path or "/"),
+                    flow.kind or "", _json(flow.request_body), flow.status or 200, kept,
                     pieces)  # fmt: skip
 
 
-def _socket(flow: dict[str, Any], events: list[dict[str, Any]], into: list[Exchange]) -> Socket:
+def _socket(flow: FlowRow, events: list[EventRow], into: list[Exchange]) -> Socket:
     """A socket's frames: its greeting, and an exchange per client frame."""
-    path = request_path(flow["path"] or "/")
-    socket = Socket(path, flow["kind"], [])
+    path = request_path(flow.path or "/")
+    socket = Socket(path, flow.kind or "", [])
     current: Exchange | None = None
-    previous = flow["started_at"] or 0.0
+    previous = flow.started_at or 0.0
     for event in events:
         text = event_text(event)
-        if event["event"] == RawKind.WS_CLIENT:
-            current = Exchange(len(into) + 1, flow["id"], "WS", path, flow["kind"], _json(text))
+        if event.event == RawKind.WS_CLIENT:
+            kind = flow.kind or ""
+            current = Exchange(len(into) + 1, flow.id, "WS", path, kind, _json(text))
             into.append(current)
         else:
-            piece = Piece(max(0.0, event["at"] - previous), text)
+            piece = Piece(max(0.0, event.at - previous), text)
             (current.pieces if current is not None else socket.greeting).append(piece)
-        previous = event["at"]
+        previous = event.at
     return socket
 
 

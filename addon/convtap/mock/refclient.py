@@ -29,8 +29,9 @@ from tornado.websocket import websocket_connect
 
 from convtap.mock.refresponses import ResponsesClient
 from convtap.vocab import STREAM_HANDOFF
+from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads
-from convtap.wire.turn import ToolCall, TurnDecoder, TurnSummary, handoff_topic, message_text
+from convtap.wire.turn import TurnDecoder, TurnSummary, handoff_topic, message_text
 
 SEED = resources.files("convtap.mock") / "seed"
 DEFAULT_PROMPT = "use o alefita way com a mensagem: segundo eco do caminho"

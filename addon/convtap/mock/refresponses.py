@@ -147,7 +147,7 @@ class ResponsesClient(HttpClient):
         first_body = responses_request(stream=stream)
         first, first_raw = self.responses(first_body, path=path)
         calls = first.tool_calls()
-        outputs = [responses_output(call, faulty=faulty) for call in calls]
+        outputs = [responses_output(call.as_json(), faulty=faulty) for call in calls]
         bodies, sent = [first_raw], [first_body]
         final: ResponsesDecoder | None = None
         if outputs and first.response_id is not None:
@@ -162,9 +162,7 @@ class ResponsesClient(HttpClient):
             sent.append(second_body)
         return ResponsesSummary(
             response_id=first.response_id,
-            calls=tuple(
-                ResponsesCall(c["item_id"], c["call_id"], c["type"], c["name"]) for c in calls
-            ),
+            calls=tuple(ResponsesCall(c.item_id, c.call_id, c.recipient, c.name) for c in calls),
             sent=tuple(sent),
             final_response_id=final.response_id if final else None,
             text=output_text(final.output_items) if final else "",

@@ -280,7 +280,7 @@ def _conversation_id(body: dict[str, JSON]) -> str | None:
 
 def _owed(items: list[dict[str, JSON]]) -> list[str]:
     """The call ids the client must answer: its calls, as the recorder reads them."""
-    return [str(call["call_id"]) for call in client_calls(items) if call["call_id"]]
+    return [call.call_id for call in client_calls(items) if call.call_id]
 
 
 def _error(message: str, param: str | None, code: str | None = None) -> dict[str, JSON]:

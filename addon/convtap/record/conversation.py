@@ -13,7 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.contract.happenings import Call, CallMade, MessagesShown
+from convtap.contract.happenings import CallMade, MadeCall, MessagesShown
+from convtap.contract.registry import Where
 from convtap.record.output import Output
 from convtap.redact.stream import Carrier, StreamRedaction
 from convtap.store.compact import message_without_text
@@ -231,21 +232,15 @@ class ConversationSide:
         call = tool_call(message)
         if call is None:
             return
-        self.known_calls[call.call_id] = (call.call_id, call.recipient)
+        call_id = message["id"]  # the call's id (`ToolCall.call_id`)
+        self.known_calls[call_id] = (call_id, call.recipient)
         arguments_text = self.out.redact.text(call.arguments_text)  # stored and printed so
-        self.out.put(ToolCallRow(
-            call_id=call.call_id, protocol=WireProtocol.CONVERSATION, turn_id=turn.id,
-            conversation_id=conversation_id, recipient=call.recipient, kind=call.kind,
-            tool=call.tool, arguments=self.out.redact.dumps(call.arguments),
-            arguments_text=arguments_text, complete=int(call.complete), called_at=at,
-        ))  # fmt: skip
-        if call.complete and call.call_id not in self.echoed:
-            self.echoed[call.call_id] = True
-            self.out.say(f"call    {call.recipient}  {call.call_id}  {arguments_text}")
-            self.out.audit(CallMade(Call(
-                call.call_id, call.recipient, call.kind, call.tool, call.arguments,
-                call.arguments_text, conversation_id, turn.id, at,
-            )))  # fmt: skip
+        made = MadeCall(call, Where(conversation_id, call_id, None, turn.id), at)
+        self.out.put(ToolCallRow.of(made, self.out.redact.dumps(call.arguments), arguments_text))
+        if call.complete and call_id not in self.echoed:
+            self.echoed[call_id] = True
+            self.out.say(f"call    {call.recipient}  {call_id}  {arguments_text}")
+            self.out.audit(CallMade(made))
 
     def _vouch(self, turn: Turn, carrier: Carrier, message: dict[str, Any]) -> None:
         """The message's text, in the raw row that brought it, is searched with that row: when

@@ -28,7 +28,7 @@ from convtap.record.output import Output
 from convtap.redact.stream import Carrier, Keep, StreamRedaction
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
 from convtap.telemetry.cost import usage_row
-from convtap.vocab import RESPONSE_CREATE, CallKind, Outcome, RawKind, Source, WireProtocol
+from convtap.vocab import RESPONSE_CREATE, Outcome, RawKind, Source, WireProtocol
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.provenance import Piece, Pieces, StringEvent
@@ -149,21 +149,17 @@ class ResponsesSide:
         calls = response.tool_calls()
         if response.response_id is not None:  # which response answered: the chain runs through it
             out.put(FlowRow(flow_id, conversation_id=response.response_id))
-        for call in calls:
-            call_id = call["call_id"] or call["item_id"]
-            if not call_id:
+        made = ClientCallsMade(flow_id, response.response_id, tuple(calls), at)
+        for each in made.made():
+            call = each.call
+            if not call.key:
                 continue
-            out.put(ToolCallRow(
-                call_id=call_id, protocol=WireProtocol.RESPONSES, turn_id=flow_id,
-                conversation_id=response.response_id, recipient=call["type"], kind=CallKind.CLIENT,
-                tool=call["name"] or call["type"], arguments=out.redact.dumps(call["arguments"]),
-                arguments_text=out.redact.text(call["arguments_text"]), complete=1,
-                called_at=at, item_id=call["item_id"], namespace=call["namespace"],
-            ))  # fmt: skip
-            name = qualified_name(call["namespace"], call["name"]) or "-"
-            out.say(f"call    {call['type']}  {name}  call_id {call['call_id'] or '-'}  "
-                    f"item {call['item_id'] or '-'}")  # fmt: skip
-        out.audit(ClientCallsMade(flow_id, response.response_id, tuple(calls), at))
+            redacted = out.redact.dumps(call.arguments), out.redact.text(call.arguments_text)
+            out.put(ToolCallRow.of(each, *redacted))
+            name = qualified_name(call.namespace, call.name) or "-"
+            out.say(f"call    {call.recipient}  {name}  call_id {call.call_id or '-'}  "
+                    f"item {call.item_id or '-'}")  # fmt: skip
+        out.audit(made)
 
     # -- WebSocket mode ----------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from convtap.report.svg import Bar, Series, bar_chart, number
 from convtap.store import report_queries as queries
 from convtap.store import trace_queries
+from convtap.store.views import RequestTime
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.sse import SSEParser
 
@@ -92,10 +93,10 @@ class Request:
     usage: Usage | None
 
     @classmethod
-    def of(cls, number: int, row: dict[str, Any]) -> Request:
-        usage = Usage.of(loads_or_none(row["usage"])) if row["usage"] else None
-        return cls(number, row["protocol"], row["started_at"], row["ended_at"], row["first_at"],
-                   usage or event_usage(row["usage_event"]))  # fmt: skip
+    def of(cls, number: int, row: RequestTime) -> Request:
+        usage = Usage.of(loads_or_none(row.usage)) if row.usage else None
+        return cls(number, row.protocol, row.started_at, row.ended_at, row.first_at,
+                   usage or event_usage(row.usage_event))  # fmt: skip
 
     @property
     def total_ms(self) -> float | None:
@@ -201,14 +202,14 @@ def cost_bars(capture: sqlite_utils.Database) -> list[Bar]:
     count = trace_queries.answer_count(capture)
     bars = []
     for n, run in enumerate(groups(trace_queries.answer_costs(capture), count, MAX_BARS), 1):
-        known = [r["cost_usd"] for r in run if r["cost_usd"] is not None]
+        known = [r.cost_usd for r in run if r.cost_usd is not None]
         unknown = len(run) - len(known)
         cents = sum(known) * 100
         said = f"{_usd(sum(known))}" if not unknown else (
-            f"unknown ({unknown} of {len(run)} unpriced: {run[-1]['pricing']})")  # fmt: skip
-        models = ", ".join(sorted({r["model"] or "no model" for r in run}))
+            f"unknown ({unknown} of {len(run)} unpriced: {run[-1].pricing})")  # fmt: skip
+        models = ", ".join(sorted({r.model or "no model" for r in run}))
         name = "answer" if len(run) == 1 else f"{len(run)} answers"
-        bars.append(Bar(f"{name} {n} ({models}, {_clock(run[0]['answered_at'])}): {said}",
+        bars.append(Bar(f"{name} {n} ({models}, {_clock(run[0].answered_at)}): {said}",
                         (cents,), str(n)))  # fmt: skip
     return bars
 
@@ -216,16 +217,15 @@ def cost_bars(capture: sqlite_utils.Database) -> list[Bar]:
 def cost_words(capture: sqlite_utils.Database) -> str | None:
     """The capture's cost and prompt cache in one sentence (None without a priced answer)."""
     total = trace_queries.capture_cost(capture)
-    if not total["answers"]:
+    if not total.answers:
         return None
-    unpriced = total["answers"] - total["priced"]
-    cost = _usd(total["cost_usd"]) if not unpriced else (
-        f"unknown ({unpriced} of {total['answers']} answers unpriced; the others "
-        f"{_usd(total['cost_usd'])})")  # fmt: skip
-    ratio = (f"{total['cached_tokens'] / total['input_tokens']:.0%}"
-             if total["input_tokens"] else "none")  # fmt: skip
-    return (f"{_plural(total['answers'], 'answer')} cost {cost} (genai-prices); the prompt "
-            f"cache gave {ratio} of {total['input_tokens']:,} input tokens")  # fmt: skip
+    unpriced = total.answers - total.priced
+    cost = _usd(total.cost_usd) if not unpriced else (
+        f"unknown ({unpriced} of {total.answers} answers unpriced; the others "
+        f"{_usd(total.cost_usd)})")  # fmt: skip
+    ratio = f"{total.cached_tokens / total.input_tokens:.0%}" if total.input_tokens else "none"
+    return (f"{_plural(total.answers, 'answer')} cost {cost} (genai-prices); the prompt "
+            f"cache gave {ratio} of {total.input_tokens:,} input tokens")  # fmt: skip
 
 
 def _usd(value: float) -> str:

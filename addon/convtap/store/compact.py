@@ -24,7 +24,7 @@ import re
 import sqlite3
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from convtap.store.errors import DamagedRow
 
@@ -96,38 +96,60 @@ def event_columns(text: str, encoded: bytes | None = None) -> tuple[str | None, 
     return raw.decode("utf-8", "replace"), raw
 
 
-def event_bytes(row: Mapping[str, Any]) -> bytes:
+class StoredEvent(Protocol):
+    """A raw event row as the store's reads give it (`store.rows.EventRow`)."""
+
+    @property
+    def flow_id(self) -> str: ...
+    @property
+    def data(self) -> str | None: ...
+    @property
+    def raw(self) -> bytes | None: ...
+
+
+# A raw event row: the row type, or a query's row (SQL that selects `data` and `raw`).
+Event = StoredEvent | Mapping[str, Any]
+
+
+def _columns(row: Event) -> tuple[Any, Any, Any]:
+    """A row's data, raw and flow_id."""
+    if isinstance(row, Mapping):
+        return row["data"], row.get("raw"), row.get("flow_id")
+    return row.data, row.raw, row.flow_id
+
+
+def event_bytes(row: Event) -> bytes:
     """A raw event row's bytes, exactly as they came."""
-    data, raw = row["data"], row.get("raw")
+    data, raw, flow_id = _columns(row)
     if data is None:
-        return _unpacked(row)
+        return _unpacked(raw, flow_id)
     return raw if isinstance(raw, bytes) else str(data).encode()
 
 
-def event_text(row: Mapping[str, Any]) -> str:
+def event_text(row: Event) -> str:
     """A raw event row's text: its bytes as UTF-8, any that are not read as U+FFFD."""
-    data = row["data"]
+    data, raw, flow_id = _columns(row)
     if data is None:
-        return _unpacked(row).decode("utf-8", "replace")
+        return _unpacked(raw, flow_id).decode("utf-8", "replace")
     return str(data)
 
 
-def event_is_utf8(row: Mapping[str, Any]) -> bool:
+def event_is_utf8(row: Event) -> bool:
     """Whether a raw event row's bytes are all UTF-8 (its text is then its bytes exactly)."""
-    if row["data"] is None:
+    data, raw, flow_id = _columns(row)
+    if data is None:
         try:
-            _unpacked(row).decode()
+            _unpacked(raw, flow_id).decode()
         except UnicodeDecodeError:
             return False
         return True
-    return row.get("raw") is None
+    return raw is None
 
 
-def _unpacked(row: Mapping[str, Any]) -> bytes:
+def _unpacked(raw: Any, flow_id: Any) -> bytes:
     """A compressed row's bytes; DamagedRow when they cannot be (a capture changed by hand, a
     damaged disk): one line, never a traceback."""
-    raw = row["raw"]
-    where = f" of flow {row['flow_id']}" if row.get("flow_id") else ""
+    where = f" of flow {flow_id}" if flow_id else ""
     if isinstance(raw, bytes) and raw.startswith(ZSTD_MAGIC):
         codec = zstd()
         if codec is None:

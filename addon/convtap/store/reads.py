@@ -11,11 +11,11 @@ from typing import Any
 import sqlite_utils
 
 from convtap.contract.happenings import (
-    Call,
     CallMade,
     ClientCallsMade,
     ConversationRequest,
     Happening,
+    MadeCall,
     MessagesShown,
     Prepared,
     ReplayMissed,
@@ -25,13 +25,20 @@ from convtap.contract.happenings import (
     is_refusal,
     replay_miss,
 )
+from convtap.contract.registry import Where
+from convtap.store.rows import EventRow, FlowRow
+from convtap.store.views import LedgerRow
 from convtap.vocab import REPLAY_MISS_CODE, CallKind, Endpoint, Source, WireProtocol, sql
+from convtap.wire.calls import ToolCall
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.session import read_turn_request
 
 
-def call_ledger(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    return list(db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id"))
+def call_ledger(db: sqlite_utils.Database) -> list[LedgerRow]:
+    """One row per call, in the order they were made, with its return and what became of it."""
+    return [
+        LedgerRow.read(r) for r in db.query("SELECT * FROM call_ledger ORDER BY called_at, call_id")
+    ]
 
 
 def flow_ids(db: sqlite_utils.Database) -> set[str]:
@@ -47,15 +54,17 @@ def flow_ids(db: sqlite_utils.Database) -> set[str]:
 SOCKET_TURN = Source.SOCKET
 
 
-def iter_flows(db: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+def iter_flows(db: sqlite_utils.Database) -> Iterator[FlowRow]:
     """The flows that came over the wire, in time order (not the turns derived from a socket)."""
-    yield from db.query(
-        "SELECT * FROM flows WHERE source IS NOT ? ORDER BY started_at, rowid", [SOCKET_TURN]
-    )
+    query = "SELECT * FROM flows WHERE source IS NOT ? ORDER BY started_at, rowid"
+    for row in db.query(query, [SOCKET_TURN]):
+        yield FlowRow.read(row)
 
 
-def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[dict[str, Any]]:
-    yield from db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id])
+def iter_events(db: sqlite_utils.Database, flow_id: str) -> Iterator[EventRow]:
+    """A flow's raw events in order (`store.compact` reads their text and bytes)."""
+    for row in db.query("SELECT * FROM events WHERE flow_id = ? ORDER BY seq", [flow_id]):
+        yield EventRow.read(row)
 
 
 def audit_timeline(db: sqlite_utils.Database) -> Iterator[Happening]:
@@ -96,8 +105,9 @@ def _requested(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Ite
 
 def _called(db: sqlite_utils.Database, at: float, row: dict[str, Any]) -> Iterator[Happening]:
     if row["protocol"] == WireProtocol.RESPONSES:
-        call = {"type": row["recipient"], "item_id": row["item_id"], "call_id": row["call_id"],
-                "name": row["tool"], "execution": "client"}  # fmt: skip
+        call = ToolCall(WireProtocol.RESPONSES, row["call_id"], row["item_id"], row["namespace"],
+                        row["recipient"], CallKind.CLIENT, row["tool"] or "", None, "", True,
+                        "client")  # fmt: skip
         yield ClientCallsMade(row["turn_id"], row["conversation_id"], (call,), at)
     else:
         yield CallMade(call_from_row(row))
@@ -141,15 +151,17 @@ _TIMELINE: list[
 ]  # fmt: skip
 
 
-def call_from_row(row: dict[str, Any]) -> Call:
+def call_from_row(row: dict[str, Any]) -> MadeCall:
+    """An f/conversation call as the auditor was fed it, from its `tool_calls` row."""
     arguments = loads_or_none(row["arguments"])
-    return Call(
-        call_id=row["call_id"], recipient=row["recipient"] or "",
-        kind=row["kind"] or CallKind.BUILTIN,
+    call = ToolCall(
+        protocol=WireProtocol.CONVERSATION, call_id=row["call_id"], item_id=None, namespace=None,
+        recipient=row["recipient"] or "", kind=row["kind"] or CallKind.BUILTIN,
         tool=row["tool"] or "", arguments=arguments if isinstance(arguments, dict) else None,
-        arguments_text=row["arguments_text"] or "", conversation_id=row["conversation_id"],
-        turn_id=row["turn_id"], at=row["called_at"] or 0.0,
+        arguments_text=row["arguments_text"] or "", complete=bool(row["complete"]),
     )  # fmt: skip
+    where = Where(row["conversation_id"], row["call_id"], None, row["turn_id"])
+    return MadeCall(call, where, row["called_at"] or 0.0)
 
 
 def iter_shape_rows(db: sqlite_utils.Database) -> Iterator[tuple[str, dict[str, Any]]]:

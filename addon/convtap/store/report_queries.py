@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import sqlite_utils
 
+from convtap.store.rows import FlowRow
+from convtap.store.views import DecodeErrorView, RequestTime
 from convtap.vocab import Endpoint, RawKind, WireProtocol, sql
 
 # -- the summary and the lists ---------------------------------------------------------------
@@ -63,16 +64,15 @@ def tools(capture: sqlite_utils.Database) -> Iterator[str]:
     return (row[0] for row in capture.execute(TOOLS))
 
 
-def decode_errors(capture: sqlite_utils.Database, most: int) -> Iterator[dict[str, Any]]:
-    """The first `most` decode errors of the turns (turn_id, conversation_id, event_index, kind,
-    detail), in the order the turns started."""
-    return capture.query(f"{DECODE_ERRORS} LIMIT ?", [most])
+def decode_errors(capture: sqlite_utils.Database, most: int) -> Iterator[DecodeErrorView]:
+    """The first `most` decode errors of the turns, in the order the turns started."""
+    return map(DecodeErrorView.read, capture.query(f"{DECODE_ERRORS} LIMIT ?", [most]))
 
 
-def failures(capture: sqlite_utils.Database, most: int) -> Iterator[dict[str, Any]]:
-    """The first `most` flows convtap itself failed on (id, kind, path, started_at, failure), in
-    time order."""
-    return capture.query(f"{FAILURES} LIMIT ?", [most])
+def failures(capture: sqlite_utils.Database, most: int) -> Iterator[FlowRow]:
+    """The first `most` flows convtap itself failed on (their id, kind, path, started_at and
+    failure; no other column is read), in time order."""
+    return map(FlowRow.read, capture.query(f"{FAILURES} LIMIT ?", [most]))
 
 
 # -- SQL -------------------------------------------------------------------------------------
@@ -127,12 +127,14 @@ def request_count(capture: sqlite_utils.Database) -> int:
     return int(capture.execute(sql, ("responses",)).fetchone()[0])
 
 
-def request_times(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
+def request_times(capture: sqlite_utils.Database) -> Iterator[RequestTime]:
     """Each f/conversation turn and Responses API request in the order it started: its id,
     protocol, started_at, ended_at, first_at (its first event's arrival, None without one), and
     for the Responses API what carries its usage: the JSON answer's `usage` (`usage`) or the
     last raw event naming a usage (`usage_event`, SSE text)."""
-    return capture.query(f"{_request_times(capture)} ORDER BY started_at, id")
+    return map(
+        RequestTime.read, capture.query(f"{_request_times(capture)} ORDER BY started_at, id")
+    )
 
 
 def _request_times(capture: sqlite_utils.Database) -> str:

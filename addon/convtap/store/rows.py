@@ -10,15 +10,16 @@ one row). `None` writes NULL.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from convtap.store.schema import TABLES
 from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source, WireProtocol
 
 if TYPE_CHECKING:
+    from convtap.contract.happenings import MadeCall
     from convtap.contract.registry import Finding
 
 # The vocabulary's words are stored as their text.
@@ -48,6 +49,13 @@ class Row:
             return names, values
         kept = [n for n, value in enumerate(values) if value is not UNSET]
         return tuple(names[n] for n in kept), tuple(values[n] for n in kept)
+
+    @classmethod
+    def read(cls, row: Mapping[str, Any]) -> Self:
+        """A row as a read gives it (`SELECT *`): every column of the type, None for a column
+        the row lacks."""
+        names, _ = _readers.get(cls) or _reader(cls)
+        return cls(*(row.get(name) for name in names))
 
     def flow(self) -> str | None:
         """The flow the row derives from (where a failure to write it is told)."""
@@ -171,6 +179,29 @@ class ToolCallRow(Row):
     namespace: str | None = UNSET  # Responses API: the namespace tool of the called function
 
     FLOW = "turn_id"
+
+    @classmethod
+    def of(cls, made: MadeCall, arguments: str | None, arguments_text: str) -> ToolCallRow:
+        """The one way to a call's row: the call, where and when it was made, its arguments as
+        stored (the caller's redaction of `call.arguments`, and of its text). A Responses call
+        is keyed by its call_id, else its item id, and named by its type when it has no name."""
+        call, where = made.call, made.where
+        responses = call.protocol == WireProtocol.RESPONSES
+        return cls(
+            call_id=(call.key if responses else call.call_id) or "",
+            protocol=call.protocol,
+            turn_id=where.flow_id or "",
+            conversation_id=where.conversation_id,
+            recipient=call.recipient,
+            kind=call.kind,
+            tool=(call.tool or call.recipient) if responses else call.tool,
+            arguments=arguments,
+            arguments_text=arguments_text,
+            complete=int(call.complete),
+            called_at=made.at,
+            item_id=call.item_id if responses else UNSET,
+            namespace=call.namespace if responses else UNSET,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,19 @@ live export asks for what is new since its last look.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import sqlite_utils
 
 from convtap.store.compact import event_text
+from convtap.store.views import (
+    AnswerCost,
+    AnsweredCall,
+    CallPlace,
+    CaptureCost,
+    MessageText,
+    ModelTurn,
+    StoredFinding,
+)
 from convtap.vocab import Endpoint, RawKind, Source, sql
 
 # The vocabulary's words as SQL literals.
@@ -75,36 +83,29 @@ FINDINGS_OF_FLOW = f"""{FINDING} WHERE (f.flow_id = :flow OR (f.flow_id IS NULL 
 FINDINGS_OF_CALL = f"{FINDING} WHERE f.call_id = ? ORDER BY f.created_at, f.id"
 
 
-def model_turns(
-    capture: sqlite_utils.Database, since: float | None = None
-) -> Iterator[dict[str, Any]]:
-    """Every model turn that ended (at or after `since`), in the order they started: its id
-    (the flow's), protocol, transport, conversation_id, request_model, started_at, ended_at,
-    first_at (its first event), status, outcome, host, url, client, previous_response_id,
-    stream, and from its usage: response_id, response_model, finish_reason, the four token
-    counts, cost_usd and pricing (None where the answer reported none)."""
-    return capture.query(MODEL_TURNS.format(usage=_usage(capture)), {"since": since})
+def model_turns(capture: sqlite_utils.Database, since: float | None = None) -> Iterator[ModelTurn]:
+    """Every model turn that ended (at or after `since`), in the order they started."""
+    query = MODEL_TURNS.format(usage=_usage(capture))
+    return map(ModelTurn.read, capture.query(query, {"since": since}))
 
 
 def answered_calls(
     capture: sqlite_utils.Database, since: float | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[AnsweredCall]:
     """Every client call that was answered (at or after `since`), in the order of their
-    answers: call_id, protocol, tool, namespace, kind, recipient, turn_id (the turn that made it),
-    called_at, arguments, return_flow_id (the request that carried its output), returned_at
-    (when that request started) and result (the output, as stored)."""
-    return capture.query(ANSWERED_CALLS, {"since": since})
+    answers."""
+    return map(AnsweredCall.read, capture.query(ANSWERED_CALLS, {"since": since}))
 
 
-def findings_of_flow(capture: sqlite_utils.Database, flow_id: str) -> list[dict[str, Any]]:
-    """The findings made on one flow (rule, severity, message, call_id, flow_id, created_at),
-    but those on a call that was answered (see `FINDINGS_OF_FLOW`)."""
-    return list(capture.query(FINDINGS_OF_FLOW, {"flow": flow_id}))
+def findings_of_flow(capture: sqlite_utils.Database, flow_id: str) -> list[StoredFinding]:
+    """The findings made on one flow, but those on a call that was answered (see
+    `FINDINGS_OF_FLOW`)."""
+    return [StoredFinding.read(r) for r in capture.query(FINDINGS_OF_FLOW, {"flow": flow_id})]
 
 
-def findings_of_call(capture: sqlite_utils.Database, call_id: str) -> list[dict[str, Any]]:
+def findings_of_call(capture: sqlite_utils.Database, call_id: str) -> list[StoredFinding]:
     """The findings on one call."""
-    return list(capture.query(FINDINGS_OF_CALL, [call_id]))
+    return [StoredFinding.read(r) for r in capture.query(FINDINGS_OF_CALL, [call_id])]
 
 
 def flow_chain_link(capture: sqlite_utils.Database, flow_id: str) -> tuple[str | None, str | None]:
@@ -141,11 +142,11 @@ USAGE_COLUMNS = """u.model, u.input_tokens, u.cached_tokens, u.output_tokens, u.
     u.cost_usd, u.pricing"""
 
 
-def call_usage(capture: sqlite_utils.Database) -> dict[str, dict[str, Any]]:
+def call_usage(capture: sqlite_utils.Database) -> dict[str, AnswerCost]:
     """For each call, the usage and cost of the answer that made it (Responses API calls)."""
-    sql = f"""SELECT c.call_id, {USAGE_COLUMNS} FROM tool_calls c
+    sql = f"""SELECT c.call_id, u.flow_id, u.answered_at, {USAGE_COLUMNS} FROM tool_calls c
         JOIN {_usage(capture)} u ON u.flow_id = c.turn_id"""
-    return {row.pop("call_id"): row for row in capture.query(sql)}
+    return {row["call_id"]: AnswerCost.read(row) for row in capture.query(sql)}
 
 
 # -- content (`--otel-content`) --------------------------------------------------------------
@@ -166,11 +167,11 @@ def response_text(capture: sqlite_utils.Database, flow_id: str) -> str | None:
     return "".join(event_text(event) for event in events) or None
 
 
-def turn_messages(capture: sqlite_utils.Database, turn_id: str) -> list[dict[str, Any]]:
-    """An f/conversation turn's messages (role, recipient, text), in the order first seen."""
+def turn_messages(capture: sqlite_utils.Database, turn_id: str) -> list[MessageText]:
+    """An f/conversation turn's messages, in the order first seen."""
     sql = """SELECT role, recipient, text FROM messages WHERE turn_id = ?
         ORDER BY first_seen_at, rowid"""
-    return list(capture.query(sql, [turn_id]))
+    return [MessageText.read(r) for r in capture.query(sql, [turn_id])]
 
 
 def data_version(capture: sqlite_utils.Database) -> int:
@@ -179,11 +180,11 @@ def data_version(capture: sqlite_utils.Database) -> int:
     return int(capture.execute("PRAGMA data_version").fetchone()[0])
 
 
-def every_call(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """Every call in the order made: call_id, protocol, tool, namespace, recipient, turn_id."""
+def every_call(capture: sqlite_utils.Database) -> Iterator[CallPlace]:
+    """Every call in the order made."""
     sql = """SELECT call_id, protocol, tool, namespace, recipient, turn_id FROM tool_calls
         ORDER BY called_at, rowid"""
-    return capture.query(sql)
+    return map(CallPlace.read, capture.query(sql))
 
 
 def answer_count(capture: sqlite_utils.Database) -> int:
@@ -191,15 +192,14 @@ def answer_count(capture: sqlite_utils.Database) -> int:
     return int(capture.execute(f"SELECT count(*) FROM {_usage(capture)}").fetchone()[0])
 
 
-def answer_costs(capture: sqlite_utils.Database) -> Iterator[dict[str, Any]]:
-    """Each answer's usage and cost in the order answered: flow_id, answered_at, the usage
-    columns (model, four token counts, cost_usd, pricing)."""
+def answer_costs(capture: sqlite_utils.Database) -> Iterator[AnswerCost]:
+    """Each answer's usage and cost in the order answered."""
     sql = f"""SELECT u.flow_id, u.answered_at, {USAGE_COLUMNS} FROM {_usage(capture)} u
         ORDER BY u.answered_at, u.flow_id"""
-    return capture.query(sql)
+    return map(AnswerCost.read, capture.query(sql))
 
 
-def capture_cost(capture: sqlite_utils.Database) -> dict[str, Any]:
+def capture_cost(capture: sqlite_utils.Database) -> CaptureCost:
     """The whole capture's: answers, priced (how many have a cost), the four token sums and
     cost_usd (the sum of the priced ones)."""
     sql = f"""SELECT count(*) AS answers, count(cost_usd) AS priced,
@@ -208,4 +208,4 @@ def capture_cost(capture: sqlite_utils.Database) -> dict[str, Any]:
         coalesce(sum(output_tokens), 0) AS output_tokens,
         coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens,
         coalesce(sum(cost_usd), 0) AS cost_usd FROM {_usage(capture)}"""
-    return dict(next(iter(capture.query(sql))))
+    return CaptureCost.read(next(iter(capture.query(sql))))

@@ -16,32 +16,33 @@ from typing import Any
 import sqlite_utils
 
 from convtap.store.trace_queries import request_body, response_text, turn_messages
+from convtap.store.views import AnsweredCall, ModelTurn
 from convtap.wire.jsonvalue import loads_or_none
 from convtap.wire.responses import decode_responses
 
 Parts = list[dict[str, Any]]
 
 
-def of_call(row: dict[str, Any]) -> dict[str, str]:
+def of_call(row: AnsweredCall) -> dict[str, str]:
     """A tool span's arguments and result, as stored."""
-    found = {"gen_ai.tool.call.arguments": row["arguments"]}
-    result = loads_or_none(row["result"]) if row["result"] else None
+    found = {"gen_ai.tool.call.arguments": row.arguments}
+    result = loads_or_none(row.result) if row.result else None
     if isinstance(result, dict) and "output" in result:  # a Responses output item: its output
         result = result["output"]
-    found["gen_ai.tool.call.result"] = row["result"] if result is None else _text(result)
+    found["gen_ai.tool.call.result"] = row.result if result is None else _text(result)
     return {key: value for key, value in found.items() if value is not None}
 
 
-def of_turn(capture: sqlite_utils.Database, row: dict[str, Any]) -> dict[str, str]:
+def of_turn(capture: sqlite_utils.Database, row: ModelTurn) -> dict[str, str]:
     """A chat span's instructions, input and output messages, as stored."""
-    body = loads_or_none(request_body(capture, row["id"]) or "")
+    body = loads_or_none(request_body(capture, row.id) or "")
     body = body if isinstance(body, dict) else {}
     found: dict[str, Any] = {}
-    if row["protocol"] == "f/conversation":
+    if row.protocol == "f/conversation":
         found["gen_ai.input.messages"] = [_conversation_message(m) for m in _list(body, "messages")]
         found["gen_ai.output.messages"] = [
-            {"role": m["role"], "parts": [{"type": "text", "content": m["text"] or ""}]}
-            for m in turn_messages(capture, row["id"]) if m["role"] == "assistant"
+            {"role": m.role, "parts": [{"type": "text", "content": m.text or ""}]}
+            for m in turn_messages(capture, row.id) if m.role == "assistant"
         ]  # fmt: skip
     else:
         if isinstance(body.get("instructions"), str):
@@ -56,8 +57,8 @@ def of_turn(capture: sqlite_utils.Database, row: dict[str, Any]) -> dict[str, st
         output = _output_items(capture, row)
         if output:
             message = {"role": "assistant", "parts": [p for i in output for p in _parts(i)]}
-            if row["finish_reason"]:
-                message["finish_reason"] = row["finish_reason"]
+            if row.finish_reason:
+                message["finish_reason"] = row.finish_reason
             found["gen_ai.output.messages"] = [message]
     return {key: json.dumps(value, ensure_ascii=False) for key, value in found.items() if value}
 
@@ -120,9 +121,9 @@ def _parts(item: dict[str, Any]) -> Parts:
     return [{**item, "type": str(kind)}]
 
 
-def _output_items(capture: sqlite_utils.Database, row: dict[str, Any]) -> list[dict[str, Any]]:
+def _output_items(capture: sqlite_utils.Database, row: ModelTurn) -> list[dict[str, Any]]:
     """What a Responses turn answered: its stored answer's `output`, else its events decoded."""
-    text = response_text(capture, row["id"])
+    text = response_text(capture, row.id)
     if not text:
         return []
     answer = loads_or_none(text) if text.lstrip().startswith("{") else None

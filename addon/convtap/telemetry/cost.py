@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from convtap.store.rows import UsageRow
+from convtap.store.views import AnswerCost
 from convtap.wire.responses import ResponseSummary
 
 UNKNOWN = "unknown"
@@ -144,18 +145,20 @@ def usage_row(flow_id: str, response: ResponseSummary, at: float) -> UsageRow | 
     )  # fmt: skip
 
 
-def answer_usage(row: dict[str, Any] | None) -> dict[str, Any]:
+def answer_usage(row: AnswerCost | None) -> dict[str, Any]:
     """`convtap calls --format json`'s `answer_usage` of a call: the model, tokens and cost of
     the answer that made it (cost "unknown" where it was not priced, or reported no usage, as
     f/conversation answers never do)."""
-    row = row or {}
-    cost = row.get("cost_usd")
+    if row is None:
+        return {"model": None, "input_tokens": None, "cached_tokens": None,
+                "output_tokens": None, "reasoning_tokens": None, "cost_usd": UNKNOWN,
+                "pricing": "unknown: no usage reported"}  # fmt: skip
     return {
-        "model": row.get("model"),
-        "input_tokens": row.get("input_tokens"),
-        "cached_tokens": row.get("cached_tokens"),
-        "output_tokens": row.get("output_tokens"),
-        "reasoning_tokens": row.get("reasoning_tokens"),
-        "cost_usd": UNKNOWN if cost is None else cost,
-        "pricing": row.get("pricing") or "unknown: no usage reported",
+        "model": row.model,
+        "input_tokens": row.input_tokens,
+        "cached_tokens": row.cached_tokens,
+        "output_tokens": row.output_tokens,
+        "reasoning_tokens": row.reasoning_tokens,
+        "cost_usd": UNKNOWN if row.cost_usd is None else row.cost_usd,
+        "pricing": row.pricing or "unknown: no usage reported",
     }

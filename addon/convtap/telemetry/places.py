@@ -37,15 +37,15 @@ def places(capture: sqlite_utils.Database) -> Places:
         key = traces.of_turn(row)
         session = sessions.setdefault(key, len(sessions) + 1)
         requests[key] += 1
-        flows[row["id"]] = Place(session, f"request {requests[key]}", None)
+        flows[row.id] = Place(session, f"request {requests[key]}", None)
     calls: dict[str, Place] = {}
     made: Counter[str] = Counter()
-    for row in every_call(capture):
-        protocol = PROTOCOLS.get(row["protocol"], row["protocol"])
-        key = traces.of_flow(protocol, row["turn_id"])
+    for call in every_call(capture):
+        protocol = PROTOCOLS.get(call.protocol, call.protocol)
+        key = traces.of_flow(protocol, call.turn_id)
         session = sessions.setdefault(key, len(sessions) + 1)
         made[key] += 1
-        tool = row["recipient"] if protocol == "f/conversation" else None
-        tool = tool or qualified_name(row["namespace"], row["tool"]) or row["tool"]
-        calls[row["call_id"]] = Place(session, f"call {made[key]}", tool)
+        tool = call.recipient if protocol == "f/conversation" else None
+        tool = tool or qualified_name(call.namespace, call.tool) or call.tool
+        calls[call.call_id] = Place(session, f"call {made[key]}", tool)
     return Places(flows, calls)

@@ -48,6 +48,7 @@ from convtap.store.trace_queries import (
     model_turns,
     turn_conversation,
 )
+from convtap.store.views import AnsweredCall, ModelTurn, StoredFinding
 from convtap.telemetry import content as message_content
 from convtap.telemetry.cost import PROVIDER
 from convtap.vocab import WireProtocol
@@ -107,13 +108,13 @@ class Traces:
         self.capture = capture
         self.known: Bounded[str, str] = Bounded(MEMO)
 
-    def of_turn(self, row: dict[str, Any]) -> str:
+    def of_turn(self, row: ModelTurn) -> str:
         """The trace of a `model_turns` row."""
-        if row["protocol"] == "f/conversation":
-            key = f"conversation {row['conversation_id'] or row['id']}"
+        if row.protocol == "f/conversation":
+            key = f"conversation {row.conversation_id or row.id}"
         else:
-            key = self._of_request(row["id"], row["conversation_id"])
-        self.known[row["id"]] = key
+            key = self._of_request(row.id, row.conversation_id)
+        self.known[row.id] = key
         return key
 
     def of_flow(self, protocol: str, flow_id: str) -> str:
@@ -147,46 +148,44 @@ class Traces:
 
 
 def chat_span(
-    row: dict[str, Any], trace: str, findings: list[dict[str, Any]], content: dict[str, str]
+    row: ModelTurn, trace: str, findings: list[StoredFinding], content: dict[str, str]
 ) -> ReadableSpan:
     """The `chat` span of a `model_turns` row."""
-    model = row["request_model"] or row["response_model"]
+    model = row.request_model or row.response_model
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": PROVIDER,
         "gen_ai.request.model": model,
-        "gen_ai.response.model": row["response_model"],
-        "gen_ai.response.id": row["response_id"],
-        "gen_ai.conversation.id": row["conversation_id"],
-        "gen_ai.request.stream": None if row["stream"] is None else bool(row["stream"]),
-        "gen_ai.usage.input_tokens": row["input_tokens"],
-        "gen_ai.usage.output_tokens": row["output_tokens"],
-        "gen_ai.usage.cache_read.input_tokens": row["cached_tokens"],
-        "gen_ai.usage.reasoning.output_tokens": row["reasoning_tokens"],
-        "gen_ai.response.finish_reasons": _finish(row["finish_reason"]),
-        "openai.api.type": "responses" if row["protocol"] == WireProtocol.RESPONSES else None,
-        "user_agent.original": row["client"],
-        "convtap.protocol": row["protocol"],
-        "convtap.transport": row["transport"],
-        "convtap.flow.id": row["id"],
-        "convtap.cost.usd": row["cost_usd"],
-        "convtap.cost.pricing": row["pricing"],
-        **_server(row["host"], row["url"]),
+        "gen_ai.response.model": row.response_model,
+        "gen_ai.response.id": row.response_id,
+        "gen_ai.conversation.id": row.conversation_id,
+        "gen_ai.request.stream": None if row.stream is None else bool(row.stream),
+        "gen_ai.usage.input_tokens": row.input_tokens,
+        "gen_ai.usage.output_tokens": row.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": row.cached_tokens,
+        "gen_ai.usage.reasoning.output_tokens": row.reasoning_tokens,
+        "gen_ai.response.finish_reasons": _finish(row.finish_reason),
+        "openai.api.type": "responses" if row.protocol == WireProtocol.RESPONSES else None,
+        "user_agent.original": row.client,
+        "convtap.protocol": row.protocol,
+        "convtap.transport": row.transport,
+        "convtap.flow.id": row.id,
+        "convtap.cost.usd": row.cost_usd,
+        "convtap.cost.pricing": row.pricing,
+        **_server(row.host, row.url),
         **content,
     }
-    if row["first_at"] is not None:
-        attributes["gen_ai.response.time_to_first_chunk"] = max(
-            row["first_at"] - row["started_at"], 0.0
-        )
+    if row.first_at is not None:
+        attributes["gen_ai.response.time_to_first_chunk"] = max(row.first_at - row.started_at, 0.0)
     status = Status(StatusCode.UNSET)
-    failed = row["status"] is not None and row["status"] >= 400
-    if failed or row["outcome"] not in (None, "complete"):
-        attributes["error.type"] = str(row["status"]) if failed else "_OTHER"
-        status = Status(StatusCode.ERROR, row["outcome"] or f"HTTP {row['status']}")
-    start, end = row["started_at"], max(row["ended_at"], row["started_at"])
+    failed = row.status is not None and row.status >= 400
+    if failed or row.outcome not in (None, "complete"):
+        attributes["error.type"] = str(row.status) if failed else "_OTHER"
+        status = Status(StatusCode.ERROR, row.outcome or f"HTTP {row.status}")
+    start, end = row.started_at, max(row.ended_at, row.started_at)
     return ReadableSpan(
         name=f"chat {model}" if model else "chat",
-        context=_context(trace, row["id"]),
+        context=_context(trace, row.id),
         resource=resource(),
         attributes={k: v for k, v in attributes.items() if v is not None},
         events=_events(findings, start, end),
@@ -199,31 +198,31 @@ def chat_span(
 
 
 def tool_span(
-    row: dict[str, Any], trace: str, findings: list[dict[str, Any]], content: dict[str, str]
+    row: AnsweredCall, trace: str, findings: list[StoredFinding], content: dict[str, str]
 ) -> ReadableSpan:
     """The `execute_tool` span of an `answered_calls` row."""
-    protocol = PROTOCOLS.get(row["protocol"], row["protocol"])
-    tool, responses = row["tool"], row["protocol"] == WireProtocol.RESPONSES
+    protocol = PROTOCOLS.get(row.protocol, row.protocol)
+    tool, responses = row.tool, row.protocol == WireProtocol.RESPONSES
     if responses:
-        tool = qualified_name(row["namespace"], row["tool"]) or row["tool"]
+        tool = qualified_name(row.namespace, row.tool) or row.tool
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool or "unknown",
-        "gen_ai.tool.call.id": row["call_id"],
+        "gen_ai.tool.call.id": row.call_id,
         # run by the client: the conventions' "function" (an "extension" runs agent-side)
         "gen_ai.tool.type": "function",
         "convtap.protocol": protocol,
-        "convtap.call.kind": row["kind"],
-        "convtap.call.type": row["recipient"] if responses else None,
-        "convtap.flow.id": row["return_flow_id"],
+        "convtap.call.kind": row.kind,
+        "convtap.call.type": row.recipient if responses else None,
+        "convtap.flow.id": row.return_flow_id,
         **content,
     }
-    start, end = row["called_at"], max(row["returned_at"], row["called_at"])
-    answer = _context(trace, row["return_flow_id"])
+    start, end = row.called_at, max(row.returned_at, row.called_at)
+    answer = _context(trace, row.return_flow_id)
     return ReadableSpan(
         name=f"execute_tool {tool}" if tool else "execute_tool",
-        context=_context(trace, f"call {row['call_id']}"),
-        parent=_context(trace, row["turn_id"]),
+        context=_context(trace, f"call {row.call_id}"),
+        parent=_context(trace, row.turn_id),
         resource=resource(),
         attributes={k: v for k, v in attributes.items() if v is not None},
         events=_events(findings, start, end),
@@ -254,13 +253,13 @@ def _server(host: str | None, url: str | None) -> dict[str, Any]:
     return {"server.address": host, "server.port": port}
 
 
-def _events(findings: list[dict[str, Any]], start: float, end: float) -> list[Event]:
+def _events(findings: list[StoredFinding], start: float, end: float) -> list[Event]:
     """Findings as span events, at the time they were made (within the span)."""
     return [
         Event("convtap.finding", {
-            "convtap.rule.id": f["rule"], "convtap.finding.severity": f["severity"],
-            "convtap.finding.message": f["message"] or "",
-        }, timestamp=_ns(min(max(f["created_at"] or start, start), end)))
+            "convtap.rule.id": f.rule, "convtap.finding.severity": f.severity,
+            "convtap.finding.message": f.message or "",
+        }, timestamp=_ns(min(max(f.created_at or start, start), end)))
         for f in findings[:MAX_FINDINGS]
     ]  # fmt: skip
 
@@ -273,16 +272,16 @@ def capture_spans(
     their turns started, then the tool spans in the order they were answered. `skip(key)` leaves
     out a span already sent (its key: the flow id, or `call CALL_ID`)."""
     traces = traces or Traces(capture)
-    for row in model_turns(capture, since):
-        trace = traces.of_turn(row)
-        if skip(row["id"]):
+    for turn in model_turns(capture, since):
+        trace = traces.of_turn(turn)
+        if skip(turn.id):
             continue
-        findings = findings_of_flow(capture, row["id"])
-        extra = message_content.of_turn(capture, row) if content else {}
-        yield chat_span(row, trace, findings, extra)
-    for row in answered_calls(capture, since):
-        if skip(f"call {row['call_id']}"):
+        findings = findings_of_flow(capture, turn.id)
+        extra = message_content.of_turn(capture, turn) if content else {}
+        yield chat_span(turn, trace, findings, extra)
+    for call in answered_calls(capture, since):
+        if skip(f"call {call.call_id}"):
             continue
-        trace = traces.of_flow(PROTOCOLS.get(row["protocol"], row["protocol"]), row["turn_id"])
-        extra = message_content.of_call(row) if content else {}
-        yield tool_span(row, trace, findings_of_call(capture, row["call_id"]), extra)
+        trace = traces.of_flow(PROTOCOLS.get(call.protocol, call.protocol), call.turn_id)
+        extra = message_content.of_call(call) if content else {}
+        yield tool_span(call, trace, findings_of_call(capture, call.call_id), extra)

@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from convtap.vocab import DONE, DecodeErrorKind, WireProtocol
+from convtap.vocab import DONE, CallKind, DecodeErrorKind, WireProtocol
 from convtap.wire.bounded import Bounded, Kept
+from convtap.wire.calls import ToolCall
 from convtap.wire.events import (
     ControlEvent,
     Decoded,
@@ -318,7 +319,7 @@ class ResponsesDecoder:
                                self.output_items, list(self.errors), self.model, self.usage,
                                self.service_tier, self.incomplete_reason)  # fmt: skip
 
-    def tool_calls(self) -> list[dict[str, Any]]:
+    def tool_calls(self) -> list[ToolCall]:
         return self.summary().tool_calls()
 
     def result(self) -> dict[str, Any]:
@@ -340,7 +341,7 @@ class ResponseSummary:
     service_tier: str | None = None
     incomplete_reason: str | None = None
 
-    def tool_calls(self) -> list[dict[str, Any]]:
+    def tool_calls(self) -> list[ToolCall]:
         """The calls the client must execute."""
         return client_calls(self.output_items)
 
@@ -352,7 +353,7 @@ class ResponseSummary:
             "status": self.status,
             "event_types": self.event_types,
             "output_items": self.output_items,
-            "tool_calls": self.tool_calls(),
+            "tool_calls": [call.as_json() for call in self.tool_calls()],
             "errors": self.errors,
         }
 
@@ -391,7 +392,7 @@ def qualified_name(namespace: object, name: object) -> str | None:
     return ".".join(parts) or None
 
 
-def client_calls(items: list[Any]) -> list[dict[str, Any]]:
+def client_calls(items: list[Any]) -> list[ToolCall]:
     """The calls the client must execute: function and custom tool calls, and tool searches
     whose `execution` is `client`."""
     calls = []
@@ -400,23 +401,35 @@ def client_calls(items: list[Any]) -> list[dict[str, Any]]:
             continue
         if item["type"] == "tool_search_call" and item.get("execution") != "client":
             continue
-        raw = item.get("input") if item["type"] == "custom_tool_call" else item.get("arguments")
-        # One meaning per key, as for f/conversation: `arguments` the parsed JSON value (null
-        # when it is not JSON), `arguments_text` the text as it came.
-        text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-        calls.append(
-            {
-                "type": item["type"],
-                "item_id": item.get("id"),
-                "call_id": item.get("call_id"),
-                "name": item.get("name"),
-                "namespace": item.get("namespace"),  # a function of a namespace tool
-                "execution": item.get("execution", "client"),
-                "arguments": loads_or_none(raw) if isinstance(raw, str) else raw,
-                "arguments_text": text,
-            }
-        )
+        calls.append(client_call(item))
     return calls
+
+
+def client_call(item: dict[str, Any], execution: str | None = "client") -> ToolCall:
+    """A client call item (`CLIENT_CALLS`) as a call, from a response's output or a request's
+    input; `execution` is the item's when it says none (a response's calls are the client's)."""
+    raw = item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
+    # One meaning per key, as for f/conversation: `arguments` the parsed JSON value (null when
+    # it is not JSON), `arguments_text` the text as it came.
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    name = item.get("name")
+    return ToolCall(
+        protocol=PROTOCOL,
+        call_id=_text(item.get("call_id")),
+        item_id=_text(item.get("id")),
+        namespace=_text(item.get("namespace")),  # a function of a namespace tool
+        recipient=str(item.get("type")),
+        kind=CallKind.CLIENT,
+        tool="" if name is None else str(name),  # any JSON value a stream sends, as text
+        arguments=loads_or_none(raw) if isinstance(raw, str) else raw,
+        arguments_text=text,
+        complete=True,
+        execution=_text(item.get("execution", execution)),
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def decode_responses(bodies: list[bytes]) -> ResponsesDecoder:

@@ -9,10 +9,11 @@ decoded messages.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from convtap.vocab import CallKind, DecodeErrorKind, WireProtocol
+from convtap.wire.calls import ToolCall
 from convtap.wire.delta import DeltaDecoder
 from convtap.wire.events import Decoded, DecodeError, DecoderEvent
 from convtap.wire.jsonvalue import JSON, loads
@@ -21,19 +22,6 @@ from convtap.wire.typed import message_errors
 from convtap.wire.wsturn import TurnTopicAssembler
 
 PROTOCOL = WireProtocol.CONVERSATION
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """An assistant message addressed to a tool (docs/protocol.md, "Local tool calls")."""
-
-    call_id: str  # the message id: the stream carries no other
-    recipient: str
-    kind: CallKind
-    tool: str
-    arguments: dict[str, Any] | None
-    arguments_text: str
-    complete: bool
 
 
 def tool_call(message: dict[str, Any]) -> ToolCall | None:
@@ -55,7 +43,10 @@ def tool_call(message: dict[str, Any]) -> ToolCall | None:
         parsed = None
     status = message.get("status")
     return ToolCall(
+        protocol=PROTOCOL,
         call_id=message["id"],
+        item_id=None,
+        namespace=None,
         recipient=recipient,
         kind=kind,
         tool=tool,
@@ -127,7 +118,7 @@ class TurnSummary:
             "events": self.events,
             "other_events": self.other_events,
             "errors": [e._asdict() for e in self.errors],
-            "tool_calls": [asdict(c) for c in self.tool_calls()],
+            "tool_calls": [c.as_json() for c in self.tool_calls()],
         }
 
 
