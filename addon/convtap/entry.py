@@ -1,15 +1,22 @@
 """The `convtap` command's entry point: the command line (`convtap.cli`), with a Ctrl-C that
-comes while it is still being loaded, before any command runs, ending it quietly (status 130,
-as a shell says of SIGINT) rather than with a traceback from the middle of an import."""
+comes while it is still starting, before any command runs, ending it quietly (status 130, as a
+shell says of SIGINT) rather than with a traceback from the middle of an import or click's
+"Aborted!". From its first line on, a command has Python's own Ctrl-C (`cli.common.Command`)."""
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
+
+
+def starting(signum: int, frame: FrameType | None) -> None:
+    """SIGINT before a command runs: the program ends, quietly."""
+    sys.exit(130)
 
 
 def main() -> None:
-    try:
-        from convtap.cli import main as command_line
-    except KeyboardInterrupt:
-        sys.exit(130)
+    signal.signal(signal.SIGINT, starting)
+    from convtap.cli import main as command_line
+
     command_line()

@@ -1,3 +1,5 @@
-from convtap.cli import main
+"""`python -m convtap.cli`: the same as the `convtap` command."""
+
+from convtap.entry import main
 
 main()

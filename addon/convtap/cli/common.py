@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -81,9 +82,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 
+class Command(click.Command):
+    """A convtap command: it runs with Python's own Ctrl-C (a KeyboardInterrupt), which
+    `convtap.entry` holds back while the program starts."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from convtap.entry import starting
+
+        if signal.getsignal(signal.SIGINT) is starting:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return super().invoke(ctx)
+
+
 class Commands(click.Group):
     """convtap's commands, whose usage errors take one line. Each is loaded from its module
     (`COMMANDS`) when it is asked for; the list in `--help` is the table's."""
+
+    command_class = Command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

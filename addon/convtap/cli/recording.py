@@ -11,6 +11,7 @@ import click
 
 from convtap.cli.common import db_option, fail, host_unknown, main, port_in_use, say
 from convtap.proxy import MITM_SCRIPT
+from convtap.proxy.stopping import StopRequest  # loaded with the command: see `record`
 
 
 @main.command()
@@ -74,8 +75,6 @@ def record(
       convtap record --web           # and watch the report live: open the URL it prints
       convtap record --otlp-endpoint http://127.0.0.1:6006/v1/traces   # traces, live
     """
-    from convtap.proxy.stopping import StopRequest
-
     previous = StopRequest.install()  # first: a Ctrl-C from here on stops the recording cleanly
     click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
     from convtap.launch.recording import ProxyRefused, ProxySettings, RecordError
