@@ -166,3 +166,27 @@ def test_an_unpriced_answer_makes_the_sum_unknown(demo: Path, tmp_path: Path) ->
     assert sum("unknown (1 of 1 unpriced: unknown: test)" in t for t in said) == 1
     caption = charts_module.cost_words(open_readonly(db))
     assert caption is not None and "cost unknown (1 of 4 answers unpriced" in caption
+
+
+def test_tokens_of_websocket_mode_turns_come_from_the_recorded_usage(tmp_path: Path) -> None:
+    """A WebSocket-mode turn's answer is stored without its usage and its events are frames: its
+    bar is the usage the recorder took from it (the `usage` table)."""
+    from tests.record.test_responses_socket import TOOLS, Socket, calls_of
+
+    db = tmp_path / "socket.db"
+    socket = Socket(db)
+    first = socket.turn({"model": "gpt-5.1", "tools": TOOLS, "input": "weather?"})
+    (call,) = calls_of(first)
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}
+    second = socket.turn(
+        {"model": "gpt-5.1", "previous_response_id": first["id"], "input": [output]}
+    )
+    socket.close()
+    said = titles(chart(page_of(db), "chart-tokens"))
+    assert len(said) == 2
+    for title, response in zip(said, (first, second), strict=True):
+        usage = response["usage"]
+        cached = usage["input_tokens_details"]["cached_tokens"]
+        reasoning = usage["output_tokens_details"]["reasoning_tokens"]
+        assert (f"{usage['input_tokens']} input tokens ({cached} cached), "
+                f"{usage['output_tokens']} output ({reasoning} reasoning)") in title  # fmt: skip

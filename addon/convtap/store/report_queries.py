@@ -130,8 +130,9 @@ def request_count(capture: sqlite_utils.Database) -> int:
 def request_times(capture: sqlite_utils.Database) -> Iterator[RequestTime]:
     """Each f/conversation turn and Responses API request in the order it started: its id,
     protocol, started_at, ended_at, first_at (its first event's arrival, None without one), and
-    for the Responses API what carries its usage: the JSON answer's `usage` (`usage`) or the
-    last raw event naming a usage (`usage_event`, SSE text)."""
+    for the Responses API what carries its usage: the JSON answer's `usage`, else the usage the
+    recorder took from its answer (`usage`), or the last raw event naming a usage
+    (`usage_event`, SSE text)."""
     return map(
         RequestTime.read, capture.query(f"{_request_times(capture)} ORDER BY started_at, id")
     )
@@ -139,11 +140,12 @@ def request_times(capture: sqlite_utils.Database) -> Iterator[RequestTime]:
 
 def _request_times(capture: sqlite_utils.Database) -> str:
     """`REQUEST_TIMES` for this capture: one made before schema 4 has no `raw` column, and its
-    `data` is the text."""
+    `data` is the text; one made before schema 6 has no `usage` table."""
     text = (
         "e.data" if "raw" not in capture["events"].columns_dict else "convtap_event(e.data, e.raw)"
     )
-    return REQUEST_TIMES.format(event_text=text)
+    recorded = RECORDED_USAGE if capture["usage"].exists() else "NULL"
+    return REQUEST_TIMES.format(event_text=text, recorded_usage=recorded)
 
 
 def activity_span(capture: sqlite_utils.Database) -> tuple[float | None, float | None]:
@@ -172,12 +174,22 @@ REQUEST_TIMES = f"""SELECT t.id, 'f/conversation' AS protocol, t.started_at, t.e
 FROM turns t
 UNION ALL
 SELECT f.id, 'responses', f.started_at, f.ended_at, {FIRST_EVENT.format("f.id")},
-    CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
-         THEN json_extract(f.response_body, '$.usage') END,
+    coalesce(
+        CASE WHEN json_valid(f.response_body) AND json_type(f.response_body, '$.usage') = 'object'
+             THEN json_extract(f.response_body, '$.usage') END,
+        {{recorded_usage}}),
     (SELECT {{event_text}} AS usage_event FROM events e
      WHERE e.flow_id = f.id AND e.event = {_SSE} AND usage_event LIKE '%"usage"%'
      ORDER BY e.seq DESC LIMIT 1)
 FROM flows f WHERE f.kind = {_RESPONSES}"""
+
+# The usage the recorder took from an answer (the `usage` table), as the API spells it: what a
+# WebSocket-mode turn has, whose answer is stored without it and whose events are frames.
+RECORDED_USAGE = """(SELECT json_object('input_tokens', u.input_tokens,
+    'input_tokens_details', json_object('cached_tokens', u.cached_tokens),
+    'output_tokens', u.output_tokens,
+    'output_tokens_details', json_object('reasoning_tokens', u.reasoning_tokens))
+    FROM usage u WHERE u.flow_id = f.id)"""
 
 # A finding happened when the request it was found in started (an audit rewrites created_at).
 ACTIVITY = """SELECT called_at AS at, 'call' AS what FROM tool_calls WHERE called_at IS NOT NULL
