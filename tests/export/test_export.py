@@ -292,6 +292,7 @@ def read_back(python: Path, har: Path) -> list[str]:
     return proc.stdout.splitlines()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not MITM12.exists(), reason="no .venv-mitm12 (mitmproxy 12)")
 def test_mitmproxy_11_and_12_read_the_same_bodies(exports: dict[str, Path]) -> None:
     here = read_back(ROOT / ".venv" / "bin" / "python", exports["full.har"])
