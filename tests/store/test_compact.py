@@ -83,7 +83,7 @@ def test_a_message_with_its_text_taken_out_and_put_back_is_the_message(
     whole = message_json_text(dumps(without), text, 1)
     assert whole is not None and json.loads(whole) == json.loads(dumps(message) or "")
     row = {"json": dumps(without), "text": text, "json_without_text": 1}
-    assert message_value(row) == json.loads(dumps(message) or "")
+    assert message_value(MessageRow.read(row)) == json.loads(dumps(message) or "")
 
 
 def _string_parts(message: dict[str, Any]) -> int:
@@ -190,7 +190,7 @@ def test_a_message_row_is_stored_without_its_text_and_read_whole(tmp_path: Path)
     writer.close()
     db = open_readonly(tmp_path / "c.db")
     (row,) = [r for source, r in iter_shape_rows(db) if source == "message"]
-    assert "hello" not in row["json"] and message_value(row) == message
+    assert "hello" not in row["json"] and message_value(MessageRow.read(row)) == message
     (whole,) = db.execute("SELECT convtap_message(json, text, json_without_text) FROM messages")
     assert json.loads(whole[0]) == message
     hits = db.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'hello'")
@@ -230,7 +230,7 @@ def test_a_recorded_message_keeps_its_text_once(tmp_path: Path) -> None:
     capture.conn.close()
     assert rows and any(r["json_without_text"] == 1 for r in rows)
     for row in rows:
-        value = message_value(row)
+        value = message_value(MessageRow.read(row))
         assert message_text(value) == row["text"]
         if row["json_without_text"]:
             assert message_text(json.loads(row["json"])) == ""
@@ -278,7 +278,7 @@ def reads(path: Path, db: sqlite_utils.Database) -> tuple[list[bytes], list[str]
     events = list(iter_events(db, "f"))
     messages = sorted((r for s, r in iter_shape_rows(db) if s == "message"), key=lambda r: r["id"])
     return ([event_bytes(e) for e in events], [event_text(e) for e in events],
-            [message_value(m) for m in messages])  # fmt: skip
+            [message_value(MessageRow.read(m)) for m in messages])  # fmt: skip
 
 
 def test_a_schema_4_capture_is_read_as_it_is_and_migrated_in_place(tmp_path: Path) -> None:
@@ -351,4 +351,4 @@ def test_an_integer_past_64_bits_in_a_stored_message_reads_back_exact() -> None:
     without = message_without_text(message)
     assert without is not None
     row = {"json": dumps(without), "text": "hi", "json_without_text": 1}
-    assert message_value(row)["metadata"]["n"] == 2**70 + 1
+    assert message_value(MessageRow.read(row))["metadata"]["n"] == 2**70 + 1

@@ -128,11 +128,13 @@ def test_the_plugin_is_loaded_with_no_deprecated_hook(served: tuple[str, Path, P
 def test_sql_reads_raw_events_and_messages_whole(served: tuple[str, Path, Path]) -> None:
     """`convtap_event` and `convtap_message` in Datasette's SQL read as convtap's accessors."""
     from convtap.store.database import event_text, message_value, open_readonly
+    from convtap.store.rows import MessageRow
 
     base, sdk, _ = served
     db = open_readonly(sdk)
     events = {(r["flow_id"], r["seq"]): event_text(r) for r in db.query("SELECT * FROM events")}
-    messages = {r["id"]: message_value(r) for r in db.query("SELECT * FROM messages")}
+    read = [MessageRow.read(r) for r in db.query("SELECT * FROM messages")]
+    messages = {m.id: message_value(m) for m in read}
     db.conn.close()
     assert any(r["data"] is None for r in rows_of(sdk, "SELECT data FROM events"))  # compressed
     sql = "select flow_id, seq, convtap_event(data, raw) as text from events"

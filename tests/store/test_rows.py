@@ -1,12 +1,14 @@
-"""A call's row is made from the contract's call by one constructor, for both protocols."""
+"""A call's row is made from the contract's call by one constructor, for both protocols; a
+return's row likewise from a return."""
 
 from __future__ import annotations
 
 from convtap.contract.happenings import ClientCallsMade, MadeCall
 from convtap.contract.registry import Where
-from convtap.store.rows import UNSET, ToolCallRow
+from convtap.store.rows import UNSET, ToolCallRow, ToolReturnRow
 from convtap.vocab import CallKind, WireProtocol
 from convtap.wire.responses import client_calls
+from convtap.wire.session import ToolReturn
 from convtap.wire.turn import tool_call
 
 
@@ -34,3 +36,26 @@ def test_a_responses_call_row_is_keyed_by_its_call_id_else_its_item_id() -> None
         ("tsc_1", "tsc_1", "tool_search_call", None),  # no name: the type names it
     ]
     assert {(r.turn_id, r.conversation_id, r.complete) for r in rows} == {("flow", "resp_1", 1)}
+
+
+def test_an_f_conversation_return_row_keeps_its_body_tool_and_parent() -> None:
+    ret = ToolReturn("m2", "echo", "m1", "echo", None, {})
+    row = ToolReturnRow.of(ret, WireProtocol.CONVERSATION, Where("c1", flow_id="f1"), 1, "{}",
+                           4.0, "m0")  # fmt: skip
+    assert (row.id, row.flow_id, row.conversation_id, row.message_id, row.tool) == (
+        "f1:1", "f1", "c1", "m2", "echo",
+    )  # fmt: skip
+    assert (row.body_call_id, row.body_tool, row.parent_message_id) == ("m1", "echo", "m0")
+    assert (row.message, row.returned_at, row.call_id) == ("{}", 4.0, UNSET)
+
+
+def test_a_responses_return_row_writes_no_body_tool_nor_parent() -> None:
+    ret = ToolReturn("fco_1", "function_call_output", "call_1", None, None, {})
+    row = ToolReturnRow.of(ret, WireProtocol.RESPONSES, Where("resp_1", flow_id="f2"), 0, "{}",
+                           5.0)  # fmt: skip
+    assert (row.id, row.protocol, row.tool, row.body_call_id) == (
+        "f2:0", WireProtocol.RESPONSES, "function_call_output", "call_1",
+    )  # fmt: skip
+    assert row.body_tool is UNSET and row.parent_message_id is UNSET
+    names, _ = row.columns()
+    assert "body_tool" not in names and "parent_message_id" not in names

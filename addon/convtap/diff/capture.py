@@ -29,6 +29,7 @@ from convtap.store.database import (
     message_value,
     open_readonly,
 )
+from convtap.store.rows import MessageRow
 from convtap.vocab import DONE, RESPONSE_CREATE, Endpoint, RawKind
 from convtap.wire.bounded import Bounded
 from convtap.wire.jsonvalue import loads_or_none
@@ -74,7 +75,7 @@ def database_shapes(path: Path) -> Shapes:
                     shapes.contexts[JSON_RESPONSES] += 1
                     add(shapes, "response:responses", body, JSON_RESPONSES)
             elif source == "message":
-                message = message_value(row)
+                message = message_value(MessageRow.read(row))
                 if not isinstance(message, dict):
                     continue
                 context = str(row["turn_id"])

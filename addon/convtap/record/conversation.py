@@ -85,13 +85,10 @@ class ConversationSide:
             name, text = str(signature.get("name")), self.out.redact.dumps(signature)
             self.out.put(ToolSignatureRow(turn.id, name, text))
         for n, ret in enumerate(request.returns):
-            self.out.put(ToolReturnRow(
-                id=f"{flow_id}:{n}", protocol=WireProtocol.CONVERSATION, flow_id=flow_id,
-                conversation_id=request.conversation_id,
-                parent_message_id=request.parent_message_id, message_id=ret.message_id,
-                tool=ret.tool, body_call_id=ret.call_id, body_tool=ret.body_tool,
-                message=self.out.redact.dumps(ret.message), returned_at=at,
-            ))  # fmt: skip
+            where = Where(flow_id=flow_id, conversation_id=request.conversation_id)
+            message = self.out.redact.dumps(ret.message)
+            self.out.put(ToolReturnRow.of(ret, WireProtocol.CONVERSATION, where, n, message, at,
+                                          request.parent_message_id))  # fmt: skip
             call = answered_call(request.parent_message_id, ret.call_id, self.known_calls)
             paired = f"answers {call[1]} call {call[0]}" if call else "answers no recorded call"
             self.out.say(f"return  {ret.tool or '?'}  {ret.message_id or '-'}  {paired}")

@@ -24,6 +24,7 @@ from convtap.contract.happenings import (
     SocketCreate,
     replay_miss,
 )
+from convtap.contract.registry import Where
 from convtap.record.output import Output
 from convtap.redact.stream import Carrier, Keep, StreamRedaction
 from convtap.store.rows import FlowRow, ToolCallRow, ToolReturnRow
@@ -39,7 +40,7 @@ from convtap.wire.responses import (
     ResponseSummary,
     qualified_name,
 )
-from convtap.wire.session import Endpoint
+from convtap.wire.session import Endpoint, ToolReturn
 from convtap.wire.sse import SSEEvent, format_event
 
 MAX_WAITING = 1000  # creates on one lane waiting for their response (the oldest forgotten)
@@ -96,13 +97,9 @@ class ResponsesSide:
         for n, item in enumerate(items if isinstance(items, list) else []):
             if not isinstance(item, dict) or item.get("type") not in OUTPUTS:
                 continue
-            out.put(ToolReturnRow(
-                id=f"{flow_id}:{n}", protocol=WireProtocol.RESPONSES, flow_id=flow_id,
-                conversation_id=previous if isinstance(previous, str) else None,
-                message_id=_text(item.get("id")), tool=item.get("type"),
-                body_call_id=_text(item.get("call_id")), message=out.redact.dumps(item),
-                returned_at=at,
-            ))  # fmt: skip
+            where = Where(flow_id=flow_id, conversation_id=_text(previous))
+            message = out.redact.dumps(item)
+            out.put(ToolReturnRow.of(_output(item), WireProtocol.RESPONSES, where, n, message, at))
             out.say(f"output  {item.get('type')}  call_id {item.get('call_id') or '-'}")
         out.audit(ResponsesRequest(flow_id, out.redact.json(body), at))
 
@@ -325,6 +322,13 @@ def _frame_of(sse_text: str) -> str:
     """A frame back from the SSE text `format_event` made of it (its data lines joined), however
     large: the redaction works on SSE text, the socket keeps frames."""
     return "\n".join(line[6:] for line in sse_text.split("\n") if line.startswith("data: "))
+
+
+def _output(item: dict[str, Any]) -> ToolReturn:
+    """A Responses input item that answers a call, as a return: named by its type."""
+    return ToolReturn(message_id=_text(item.get("id")), tool=item.get("type"),
+                      call_id=_text(item.get("call_id")), body_tool=None, body=None,
+                      message=item)  # fmt: skip
 
 
 def _text(value: Any) -> str | None:

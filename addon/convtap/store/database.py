@@ -306,14 +306,15 @@ def whole_message(row: MessageRow) -> MessageRow:
     return dataclasses.replace(row, json=whole, json_without_text=0)
 
 
-def message_value(row: dict[str, Any]) -> Any:
+def message_value(row: MessageRow) -> Any:
     """A message row's JSON value as recorded, its text in it (schema 5 stores the text once:
-    `compact.message_without_text`). Every reader of a message's JSON reads it so."""
+    `compact.message_without_text`). Every reader of a message's JSON reads it so (a row read
+    from a capture of any schema: `MessageRow.read`)."""
     try:
-        value = loads_exact(row["json"]) if row["json"] else None
+        value = loads_exact(row.json) if row.json else None
     except (ValueError, RecursionError):
         value = None
-    return message_with_text(value, row.get("text")) if row.get("json_without_text") else value
+    return message_with_text(value, row.text) if row.json_without_text else value
 
 
 def _writable(values: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -20,7 +20,8 @@ from convtap.vocab import CallKind, Endpoint, Outcome, RawKind, Severity, Source
 
 if TYPE_CHECKING:
     from convtap.contract.happenings import MadeCall
-    from convtap.contract.registry import Finding
+    from convtap.contract.registry import Finding, Where
+    from convtap.wire.session import ToolReturn
 
 # The vocabulary's words are stored as their text.
 _STORED_AS = {w.__name__: "str" for w in (CallKind, Endpoint, Outcome, WireProtocol, RawKind,
@@ -220,6 +221,24 @@ class ToolReturnRow(Row):
     parent_message_id: str | None = UNSET
     body_tool: str | None = UNSET
     call_id: str | None = UNSET  # set by the store when it pairs the return with its call
+
+    @classmethod
+    def of(
+        cls, ret: ToolReturn, protocol: WireProtocol, where: Where, n: int, message: str | None,
+        at: float, parent_message_id: str | None = UNSET,
+    ) -> ToolReturnRow:  # fmt: skip
+        """The one way to a return's row: the return, the `n`th its request carries (`where`:
+        that request, and the conversation it continues), its message as stored (the caller's
+        redaction of `ret.message`), when it was sent. Only an f/conversation return has a body
+        naming a tool, and a parent message."""
+        conversation = protocol == WireProtocol.CONVERSATION
+        return cls(
+            id=f"{where.flow_id}:{n}", protocol=protocol, flow_id=where.flow_id or "",
+            conversation_id=where.conversation_id, message_id=ret.message_id, tool=ret.tool,
+            body_call_id=ret.call_id, message=message, returned_at=at,
+            parent_message_id=parent_message_id,
+            body_tool=ret.body_tool if conversation else UNSET,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,26 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 import sqlite_utils
 
 from convtap.store.compact import event_text
+from convtap.store.timeline_rows import (
+    CallColumns,
+    CallFinding,
+    CallReturn,
+    CallRows,
+    CallStages,
+    StepCall,
+    StepFinding,
+    StepFlow,
+    StepMessage,
+    StepReturn,
+    StepRows,
+    StepTurn,
+    read_as,
+)
 from convtap.vocab import Endpoint, RawKind, sql
 from convtap.wire.jsonvalue import dumps
 
@@ -109,6 +125,8 @@ def step_keys(capture: sqlite_utils.Database) -> Iterator[tuple[str, str]]:
 
 # -- the rows of a batch of steps ------------------------------------------------------------
 
+V = TypeVar("V", bound=tuple[Any, ...])
+
 IN_STEPS = "IN (SELECT value FROM json_each(:steps))"
 
 STEP_TURNS = f"""SELECT t.id AS step, coalesce(t.conversation_id, '') AS conv, t.model, t.client,
@@ -172,44 +190,52 @@ CALL_FINDINGS = f"SELECT * FROM findings WHERE call_id {IN_CALLS} ORDER BY id"
 EXCHANGE_EVENTS = f"SELECT * FROM events WHERE flow_id = ? AND event = {_SSE} ORDER BY seq"
 
 
-def _query(capture: sqlite_utils.Database, sql: str, **lists: Iterable[str]) -> list[sqlite3.Row]:
-    """The rows of `sql`, each list of values given as one JSON array parameter (`json_each`:
-    one prepared statement whatever the batch's size). Rows are read by column name in C."""
+def _cursor(capture: sqlite_utils.Database, sql: str, **lists: Iterable[str]) -> sqlite3.Cursor:
+    """A cursor over `sql`, each list of values given as one JSON array parameter (`json_each`:
+    one prepared statement whatever the batch's size)."""
     params = {name: dumps(sorted(set(values))) for name, values in lists.items()}
     cursor = capture.conn.cursor()
-    cursor.row_factory = sqlite3.Row
-    return cursor.execute(sql, params).fetchall()
+    cursor.row_factory = None  # plain tuples, made into views by `read_as`
+    return cursor.execute(sql, params)
 
 
-Rows = dict[str, list[sqlite3.Row]]
+def _query(
+    capture: sqlite_utils.Database, view: type[V], sql: str, **lists: Iterable[str]
+) -> list[V]:
+    return read_as(view, _cursor(capture, sql, **lists))
 
 
-def step_rows(capture: sqlite_utils.Database, steps: Iterable[str]) -> Rows:
+def _firsts(capture: sqlite_utils.Database, sql: str, **lists: Iterable[str]) -> set[str]:
+    """The first column of each row of `sql`."""
+    return {row[0] for row in _cursor(capture, sql, **lists)}
+
+
+def step_rows(capture: sqlite_utils.Database, steps: Iterable[str]) -> StepRows:
     """The rows of the steps named (by step id, whatever their conversation), by kind: `turns`,
     `flows`, `messages`, `calls` (with no message), `orphans` (returns answering no recorded
     call), `findings` (on no recorded call; `orphan` names the return one is on)."""
     wanted = list(steps)
-    return {
-        "turns": _query(capture, STEP_TURNS, steps=wanted),
-        "flows": _query(capture, STEP_FLOWS, steps=wanted),
-        "messages": _query(capture, STEP_MESSAGES, steps=wanted),
-        "calls": _query(capture, STEP_CALLS, steps=wanted),
-        "orphans": _query(capture, STEP_ORPHANS, steps=wanted),
-        "findings": _query(capture, STEP_FINDINGS, steps=wanted),
-    }
+    return StepRows(
+        turns=_query(capture, StepTurn, STEP_TURNS, steps=wanted),
+        flows=_query(capture, StepFlow, STEP_FLOWS, steps=wanted),
+        messages=_query(capture, StepMessage, STEP_MESSAGES, steps=wanted),
+        calls=_query(capture, StepCall, STEP_CALLS, steps=wanted),
+        orphans=_query(capture, StepReturn, STEP_ORPHANS, steps=wanted),
+        findings=_query(capture, StepFinding, STEP_FINDINGS, steps=wanted),
+    )
 
 
-def call_rows(capture: sqlite_utils.Database, calls: Iterable[str]) -> Rows:
+def call_rows(capture: sqlite_utils.Database, calls: Iterable[str]) -> CallRows:
     """The calls named, with what their lifecycle is read from: `calls` (their columns),
     `ledger` (answered, accepted, continued), `returns` (the first first, with the times of
     its request's end and of the conversation tree showing it), `findings` naming them."""
     wanted = list(calls)
-    return {
-        "calls": _query(capture, CALLS, calls=wanted),
-        "ledger": _query(capture, LEDGER, calls=wanted),
-        "returns": _query(capture, RETURNS, calls=wanted),
-        "findings": _query(capture, CALL_FINDINGS, calls=wanted),
-    }
+    return CallRows(
+        calls=_query(capture, CallColumns, CALLS, calls=wanted),
+        ledger=_query(capture, CallStages, LEDGER, calls=wanted),
+        returns=_query(capture, CallReturn, RETURNS, calls=wanted),
+        findings=_query(capture, CallFinding, CALL_FINDINGS, calls=wanted),
+    )
 
 
 def exchange_events(capture: sqlite_utils.Database, flow_id: str) -> Iterator[str]:
@@ -263,16 +289,17 @@ def call_steps(capture: sqlite_utils.Database, calls: Iterable[str]) -> set[str]
     """The steps the calls named are shown in (their message's turn, else their own turn), and
     the flows of the findings naming them (a finding moves when its call is recorded)."""
     wanted = list(calls)
-    steps = {row[0] for row in _query(capture, CALL_STEPS, calls=wanted)}
-    return steps | {row[0] for row in _query(capture, CALL_FINDING_FLOWS, calls=wanted)}
+    return _firsts(capture, CALL_STEPS, calls=wanted) | _firsts(
+        capture, CALL_FINDING_FLOWS, calls=wanted
+    )
 
 
 def calls_answered_in(capture: sqlite_utils.Database, flows: Iterable[str]) -> set[str]:
     """The calls answered by returns sent in these flows (whose end, or whose continuation's,
     is part of those calls' lifecycle)."""
-    return {row[0] for row in _query(capture, FLOW_CALLS, keys=flows)}
+    return _firsts(capture, FLOW_CALLS, keys=flows)
 
 
 def calls_answered_by(capture: sqlite_utils.Database, messages: Iterable[str]) -> set[str]:
     """The calls answered by returns with these message ids (shown in a conversation tree)."""
-    return {row[0] for row in _query(capture, MESSAGE_CALLS, keys=messages)}
+    return _firsts(capture, MESSAGE_CALLS, keys=messages)
