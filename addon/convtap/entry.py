@@ -6,13 +6,8 @@ shell says of SIGINT) rather than with a traceback from the middle of an import 
 from __future__ import annotations
 
 import signal
-import sys
-from types import FrameType
 
-
-def starting(signum: int, frame: FrameType | None) -> None:
-    """SIGINT before a command runs: the program ends, quietly."""
-    sys.exit(130)
+from convtap.starting import starting
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from convtap.journal import DEFAULT_DB
+from convtap.starting import starting
 from convtap.wire.jsonvalue import allow_deep_json
 
 db_option = click.option(
@@ -87,8 +88,6 @@ class Command(click.Command):
     `convtap.entry` holds back while the program starts."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from convtap.entry import starting
-
         if signal.getsignal(signal.SIGINT) is starting:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         return super().invoke(ctx)
