@@ -31,6 +31,7 @@ def test_the_readme_installs_nothing_by_a_name_pypi_does_not_have() -> None:
     assert lines and all(" convtap" not in line.split("#")[0] for line in lines)
 
 
+@pytest.mark.release  # `make dist`: minutes of pip from PyPI, the installs a reader makes
 @pytest.mark.process
 def test_every_install_line_works_as_written(tmp_path: Path) -> None:
     home, checkout = tmp_path / "home", tmp_path / "checkout"

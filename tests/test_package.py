@@ -29,6 +29,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(out.glob("convtap-*.whl"))
 
 
+@pytest.mark.release
 @pytest.mark.process  # its wheel is built by pip, a process
 def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
@@ -44,6 +45,7 @@ def test_the_wheel_holds_convtap_and_nothing_else_at_the_top(wheel: Path) -> Non
     assert "[datasette]\nconvtap = convtap.store.datasette_plugin" in declared  # Datasette's
 
 
+@pytest.mark.release
 @pytest.mark.process
 def test_an_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """A fresh virtualenv gets the wheel (its dependencies are lent from this environment)."""
