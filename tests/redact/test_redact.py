@@ -69,7 +69,17 @@ def test_the_cheap_look_sees_an_exact_key_as_the_text_lowercased_does(text: str)
     low = text.lower()
     expected = any(hints(text)) or "\\u" in text or any(key in low for key in EXACT_KEYS)
     assert may_hold_secret(text) == expected
+    assert may_hold_secret(text.encode("utf-8", "surrogatepass")) == expected  # its UTF-8 alike
     assert may_hold_secret('{"a": "' + text + ' Verify"}')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["_", "-", "TOKEN", "sk-", "ghp_", "AKIA", "key", "\\u0041",
+                                 '"', ":", "=", " ", "É", "\ud800", "x", "7"]),
+                max_size=40).map("".join))  # fmt: skip
+def test_the_cheap_look_at_utf8_answers_as_at_the_text(text: str) -> None:
+    """A decoded block is looked at as it was written (UTF-8): the same answer as its text."""
+    assert may_hold_secret(text.encode("utf-8", "surrogatepass")) == may_hold_secret(text)
 
 
 def test_the_same_secret_gets_the_same_placeholder_and_keys_differ() -> None:

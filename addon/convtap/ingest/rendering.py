@@ -54,14 +54,14 @@ def open_input(name: str) -> BinaryIO:
 class Redaction(Protocol):
     """What decoding asks of redaction (`redact.redactor.Redactor` gives it)."""
 
-    def may_hold_secret(self, text: str) -> bool: ...
+    def may_hold_secret(self, text: str | bytes) -> bool: ...
     def json(self, value: Any) -> Any: ...
 
 
 class AsItCame:
     """No redaction: what the one who captured the traffic sees anyway."""
 
-    def may_hold_secret(self, text: str) -> bool:
+    def may_hold_secret(self, text: str | bytes) -> bool:
         return False
 
     def json(self, value: Any) -> Any:
@@ -90,7 +90,7 @@ class Spool:
         if not values:
             return
         lines = b"\n".join(_dumped(values))
-        if self.redact.may_hold_secret(lines.decode("utf-8", "surrogatepass")):
+        if self.redact.may_hold_secret(lines):  # (searched as UTF-8: not decoded for it)
             values = list(map(self.redact.json, values))
             lines = b"\n".join(_dumped(values))
         if self.kind is not None:  # counted as redacted: a kind is printed

@@ -309,11 +309,14 @@ def hints(text: str, utf8: bytes | None = None) -> tuple[bool, bool]:
 _EXACT_KEY_SEARCH = ahocorasick_rs.BytesAhoCorasick([key.encode() for key in sorted(EXACT_KEYS)])
 
 
-def may_hold_secret(text: str) -> bool:
+def may_hold_secret(text: str | bytes) -> bool:
     """Whether a secret may be in this JSON text, for a walk of its value (`Redactor.json`):
     a hint, an exact key's word anywhere (`"auth "` and an exact key in a JSON string inside
-    a string are keys too, which the hints do not see), or an escape (checked by the walk)."""
-    folded = _folded(text)  # (no exact key holds `-` or `_`, or is inside a harmless marker)
+    a string are keys too, which the hints do not see), or an escape (checked by the walk).
+    The text may be given as its UTF-8 (lone surrogates as `surrogatepass` writes them): it is
+    searched as it is, not decoded."""
+    # (no exact key holds `-` or `_`, or is inside a harmless marker)
+    folded = _folded_utf8(text) if isinstance(text, bytes) else _folded(text)
     if b"\\u" in folded or _EXACT_KEY_SEARCH.find_matches_as_indexes(folded):
         return True  # ("auth" is in every message's "author": the hints need not be searched)
     return any(_found(text, want_keys=True, folded=folded))
@@ -337,13 +340,15 @@ def _folded_utf8(data: bytes) -> bytes:
 
 
 def _found(
-    text: str, *, want_keys: bool, exact: bool = False, folded: bytes | None = None
+    text: str | bytes, *, want_keys: bool, exact: bool = False, folded: bytes | None = None
 ) -> tuple[bool, bool]:
     """(keys, values): the hints in the text, folded as keys are (JSON-unescaped, lowercased,
     `-` as `_`), none counted inside a harmless marker (blanked out). Searched a window at a
     time (they overlap by a hint's length), so that text full of hints holds few matches at
-    once, and only until the answer is known. `folded`: the text `_folded` already."""
-    folded = _folded(text) if folded is None else folded
+    once, and only until the answer is known. `folded`: the text `_folded` already (given
+    with it, `text` may be its UTF-8, decoded only for a search of its unescaped text)."""
+    if folded is None:
+        folded = _folded_utf8(text) if isinstance(text, bytes) else _folded(text)
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         if values and (keys or not want_keys):
@@ -353,6 +358,8 @@ def _found(
         matches = _FINDERS[wanted].find(window)
         found = {index for index, _, _ in matches}
         if not exact and not found.isdisjoint(_UNLIKE_IDS):
+            if isinstance(text, bytes):
+                text = text.decode("utf-8", "surrogatepass")
             return _found(_unescaped(text).lower(), want_keys=want_keys, exact=True)
         named = not found.isdisjoint(_KEY_IDS)
         values = (

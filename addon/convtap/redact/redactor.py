@@ -78,9 +78,9 @@ class Redactor:
             return value
         return self._walk(value, True)
 
-    def may_hold_secret(self, text: str) -> bool:
-        """Whether `json` of the values of this JSON text (one or many) may change them: when
-        not, they need not be walked."""
+    def may_hold_secret(self, text: str | bytes) -> bool:
+        """Whether `json` of the values of this JSON text (one or many, or its UTF-8) may change
+        them: when not, they need not be walked."""
         return may_hold_secret(text)
 
     def dumps(self, value: Any) -> str | None:
