@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -207,27 +206,36 @@ ROWS_DRAWN = """[...document.querySelectorAll('#slice > .row')].map((row) => ({
         .map((el) => el.dataset.rule)}))"""
 
 
+# The list scrolled through in the page, a step at a time: after each step, what is drawn is read
+# after every frame (each read follows a whole rendering update: scroll handlers, frame
+# callbacks, layout and resize observers) until a frame changes nothing (measured, placed).
+EVERY_ROW = """(async () => {
+  const drawn = () => JSON.stringify(ROWS_DRAWN);
+  const frame = () => new Promise((ok) => requestAnimationFrame(() => setTimeout(ok, 0)));
+  const list = document.getElementById('rows');
+  const seen = {};
+  let y = list.getBoundingClientRect().top + scrollY;
+  for (;;) {
+    window.scrollTo(0, y);
+    let settled = null;
+    for (let n = 0; n < 200; n += 1) {
+      await frame();
+      const now = drawn();
+      if (now === settled) break;
+      settled = now;
+    }
+    for (const row of JSON.parse(settled)) seen[row.key] = row;
+    if (list.getBoundingClientRect().bottom <= innerHeight + 1) return seen;
+    y = scrollY + innerHeight * 0.8;
+  }
+})()""".replace("ROWS_DRAWN", ROWS_DRAWN)
+
+
 def every_row(browser: Chromium) -> dict[str, dict[str, Any]]:
     """Every row the list draws, scrolled through from its top to its end, as a person would:
     only the rows in view are drawn at any time. By the row's key (what it draws)."""
-    seen: dict[str, dict[str, Any]] = {}
-    top = browser.evaluate("document.getElementById('rows').getBoundingClientRect().top + scrollY")
-    y = top
-    while True:
-        browser.evaluate(f"window.scrollTo(0, {y})")
-        settled = None
-        for _ in range(100):  # until what is drawn stops changing (measured, placed)
-            time.sleep(0.03)
-            drawn = browser.evaluate(ROWS_DRAWN)
-            if drawn == settled:
-                break
-            settled = drawn
-        for row in settled or []:
-            seen[row["key"]] = row
-        end = browser.evaluate("document.getElementById('rows').getBoundingClientRect().bottom")
-        if end <= browser.evaluate("window.innerHeight") + 1:
-            return seen
-        y = browser.evaluate("scrollY") + browser.evaluate("window.innerHeight") * 0.8
+    seen: dict[str, dict[str, Any]] = browser.evaluate_async(EVERY_ROW)
+    return seen
 
 
 def test_what_a_person_sees(browser: Chromium, report: tuple[Path, Path]) -> None:
