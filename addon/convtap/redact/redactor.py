@@ -299,7 +299,7 @@ class ClearText(Redactor):
     def json(self, value: Any) -> Any:
         return value
 
-    def may_hold_secret(self, text: str) -> bool:
+    def may_hold_secret(self, text: str | bytes) -> bool:
         return False
 
     def dumps(self, value: Any) -> str | None:
