@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from convtap.wire.jsonvalue import allow_deep_json
 from hypothesis import settings
 
+# The recursion limit convtap's commands run with, from the start: a command run in-process sets
+# it, and a change in the middle of a Hypothesis test is warned about.
+allow_deep_json()
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="convtap-tests-config-")
 os.environ.pop("CONVTAP_REDACT_KEY", None)
 
