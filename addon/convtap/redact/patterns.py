@@ -316,7 +316,7 @@ def may_hold_secret(text: str | bytes) -> bool:
     The text may be given as its UTF-8 (lone surrogates as `surrogatepass` writes them): it is
     searched as it is, not decoded."""
     # (no exact key holds `-` or `_`, or is inside a harmless marker)
-    folded = _folded_utf8(text) if isinstance(text, bytes) else _folded(text)
+    folded = _folded(text)
     if b"\\u" in folded or _EXACT_KEY_SEARCH.find_matches_as_indexes(folded):
         return True  # ("auth" is in every message's "author": the hints need not be searched)
     return any(_found(text, want_keys=True, folded=folded))
@@ -327,10 +327,10 @@ def value_hints(text: str) -> bool:
     return _found(text, want_keys=False)[1]
 
 
-def _folded(text: str) -> bytes:
-    """Text as the hints are searched for in it: UTF-8, lowercased, `-` as `_`, the harmless
-    markers blanked out."""
-    return _folded_utf8(text.encode("utf-8", "surrogatepass"))
+def _folded(text: str | bytes) -> bytes:
+    """Text (or its UTF-8) as the hints are searched for in it: UTF-8, lowercased, `-` as `_`,
+    the harmless markers blanked out."""
+    return _folded_utf8(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
 
 
 def _folded_utf8(data: bytes) -> bytes:
@@ -347,8 +347,7 @@ def _found(
     time (they overlap by a hint's length), so that text full of hints holds few matches at
     once, and only until the answer is known. `folded`: the text `_folded` already (given
     with it, `text` may be its UTF-8, decoded only for a search of its unescaped text)."""
-    if folded is None:
-        folded = _folded_utf8(text) if isinstance(text, bytes) else _folded(text)
+    folded = _folded(text) if folded is None else folded
     keys = values = False
     for start in range(0, len(folded), _WINDOW):
         if values and (keys or not want_keys):
