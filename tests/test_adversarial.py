@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -551,7 +552,7 @@ def kill_when(proc: subprocess.Popen[str], ready: object, timeout: float = 120) 
         assert time.monotonic() < deadline
         time.sleep(0.005)
     proc.kill()
-    proc.wait(30)
+    assert proc.wait(30) == -signal.SIGKILL, "it ended before it could be killed"
 
 
 @pytest.mark.process
@@ -561,7 +562,7 @@ def test_an_import_killed_midway_leaves_whole_flows_and_a_re_import_completes_it
     """A flow's row was committed before its events: `kill -9` left a flow with part of its
     events, and the next import skipped it as already there."""
     har = tmp_path / "sockets.har"
-    har.write_text(json.dumps(socket_har(6, 15_000)))
+    har.write_text(json.dumps(socket_har(6, 6_000)))
     whole = tmp_path / "whole.db"
     assert convtap("import", str(har), "--db", str(whole)).returncode == 0
     expected = counts(whole)
@@ -590,23 +591,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+PAIRS = 400  # a reprocess of about half a second of CPU: killed 0.15 s in, it is midway
+
+
 @pytest.mark.process
 def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) -> None:
     """`reprocess` cleared the derived tables and committed as it went: readers saw 0 calls,
     then some, and a `kill -9` left 7,722 of 10,000 with nothing to say so."""
     har = tmp_path / "calls.har"
-    har.write_text(json.dumps(calls_har(1000)))
+    har.write_text(json.dumps(calls_har(PAIRS)))
     db = tmp_path / "capture.db"
     assert convtap("import", str(har), "--db", str(db)).returncode == 0
     assert convtap("audit", "--db", str(db)).returncode in (0, 1)
     before = counts(db)
-    assert before["tool_calls"] == 1000 and before["findings"] > 0
+    assert before["tool_calls"] == PAIRS and before["findings"] > 0
     proc = started(["reprocess", "--db", str(db)])
     seen: list[dict[str, int]] = []
     began: list[float] = []
 
     def under_way() -> bool:
-        """Its journal folder is held, and it has worked 0.15 s of CPU since (of about 1)."""
+        """Its journal folder is held, and it has worked 0.15 s of CPU since (of about 0.5)."""
         seen.append(counts(db))  # what a reader sees meanwhile
         if not began and db.with_name(db.name + ".journal").exists():
             began.append(cpu_seconds(proc.pid))
@@ -616,10 +620,10 @@ def test_a_reprocess_killed_midway_leaves_the_previous_result(tmp_path: Path) ->
     assert all(s == before for s in seen), "a reader saw a partial reprocess"
     assert counts(db) == before
     ledger = json.loads(convtap("calls", "--db", str(db), "--format", "json").stdout)
-    assert len(ledger) == 1000
+    assert len(ledger) == PAIRS
     ran = convtap("reprocess", "--db", str(db))  # its left-over journal folder is no recording
     assert ran.returncode == 0, ran.stderr
-    assert counts(db)["tool_calls"] == 1000
+    assert counts(db)["tool_calls"] == PAIRS
 
 
 # -- one line, exit 2, nothing left behind -------------------------------------------------------

@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -101,14 +101,34 @@ CLIENT_RUNS = [
 ]
 
 
+Recorded = tuple[Path, subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def recorded_by_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Recorded]:
+    """A client run by `convtap run` against `convtap mock --scenario declared`: its capture and
+    what `run` said. Made once per client and flags (a capture is only read by the tests that
+    share it, and `no_change` says that reading it changed nothing)."""
+    made: dict[tuple[str, ...], Recorded] = {}
+
+    def recorded(script: str, *flags: str) -> Recorded:
+        if (script, *flags) not in made:
+            db = tmp_path_factory.mktemp("recorded") / "recorded.db"
+            with MockServer("declared", seed=5) as mock:
+                done = convtap_run(db, "--upstream", mock.url, "--", *client(script, *flags))
+            assert done.returncode == 0, done.stderr[-3000:]
+            made[(script, *flags)] = db, done
+        return made[(script, *flags)]
+
+    return recorded
+
+
 @pytest.mark.parametrize(("script", "flags"), CLIENT_RUNS, ids=lambda v: " ".join(v) or "json")
 def test_a_client_recorded_by_run_replays_to_the_same_end(
-    tmp_path: Path, script: str, flags: list[str]
+    tmp_path: Path, recorded_by_run: Callable[..., Recorded], script: str, flags: list[str]
 ) -> None:
-    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
-    with MockServer("declared", seed=5) as mock:
-        first = convtap_run(recorded, "--upstream", mock.url, "--", *client(script, *flags))
-    assert first.returncode == 0, first.stderr[-3000:]
+    recorded, first = recorded_by_run(script, *flags)
+    replayed = tmp_path / "replayed.db"
     calls, outputs, errors, _, _ = summary(first)
     assert calls == outputs == 2 and errors == 0
     with replaying(recorded) as url:
@@ -120,11 +140,11 @@ def test_a_client_recorded_by_run_replays_to_the_same_end(
     no_change(recorded, replayed)
 
 
-def test_a_changed_tool_definition_is_a_replay_miss_naming_its_path(tmp_path: Path) -> None:
-    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
-    with MockServer("declared", seed=5) as mock:
-        assert convtap_run(recorded, "--upstream", mock.url, "--",
-                           *client("openai_client.py", "--stream")).returncode == 0  # fmt: skip
+def test_a_changed_tool_definition_is_a_replay_miss_naming_its_path(
+    tmp_path: Path, recorded_by_run: Callable[..., Recorded]
+) -> None:
+    recorded, _ = recorded_by_run("openai_client.py", "--stream")
+    replayed = tmp_path / "replayed.db"
     with replaying(recorded) as url:
         second = convtap_run(replayed, "--upstream", url, "--",
                              *client("openai_client.py", "--stream", "--changed-tool"))  # fmt: skip
@@ -138,14 +158,12 @@ def test_a_changed_tool_definition_is_a_replay_miss_naming_its_path(tmp_path: Pa
 
 @pytest.mark.parametrize("flags", [["--stream"], ["--websocket", "--previous"]], ids=str)
 def test_a_replay_miss_is_the_same_finding_live_and_audited(
-    tmp_path: Path, flags: list[str]
+    tmp_path: Path, recorded_by_run: Callable[..., Recorded], flags: list[str]
 ) -> None:
     """Recorded through `convtap record`: the finding the recorder made live is the one
     `convtap audit` makes from the capture (over HTTP, and over WebSocket mode's error frame)."""
-    recorded, replayed = tmp_path / "recorded.db", tmp_path / "replayed.db"
-    with MockServer("declared", seed=5) as mock:
-        assert convtap_run(recorded, "--upstream", mock.url, "--",
-                           *client("openai_client.py", *flags)).returncode == 0  # fmt: skip
+    recorded, _ = recorded_by_run("openai_client.py", *flags)
+    replayed = tmp_path / "replayed.db"
     with replaying(recorded) as url, record(replayed, int(url.rsplit(":", 1)[1]), tmp_path) as rec:
         env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{rec.port}/v1"}
         done = subprocess.run(client("openai_client.py", *flags, "--changed-tool"), env=env,

@@ -22,12 +22,11 @@ from typing import Any
 import sqlite_utils
 
 from convtap.store.canned import APPLICATION_ID as APPLICATION_ID
+from convtap.store.compact import event_bytes as event_bytes  # the readers' accessors
 from convtap.store.compact import (
-    add_sql_functions,
     event_columns,
     message_with_text,
 )
-from convtap.store.compact import event_bytes as event_bytes  # the readers' accessors
 from convtap.store.compact import event_is_utf8 as event_is_utf8
 from convtap.store.compact import event_text as event_text
 from convtap.store.errors import DamagedCapture as DamagedCapture
@@ -39,6 +38,7 @@ from convtap.store.opening import (  # opening a capture, given here too
 from convtap.store.opening import (
     PAGE_SIZE as PAGE_SIZE,
 )
+from convtap.store.opening import capture_database, write_lock
 from convtap.store.opening import (
     check_database as check_database,
 )
@@ -63,7 +63,6 @@ from convtap.store.opening import (
 from convtap.store.opening import (
     writable as writable,
 )
-from convtap.store.opening import write_lock
 from convtap.store.reads import (
     SOCKET_TURN as SOCKET_TURN,
 )
@@ -355,8 +354,7 @@ def reader_beside(writer: Writer) -> sqlite_utils.Database:
     memory (its temp_store). Opened by SQLite alone, which keeps the writer's locks (a file this
     process opened and closed itself would drop them)."""
     conn = sqlite3.connect(writer.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
-    add_sql_functions(conn)
-    return sqlite_utils.Database(conn)
+    return capture_database(conn)
 
 
 # -- findings and what is derived ------------------------------------------------------------
