@@ -107,8 +107,8 @@ Recorded = tuple[Path, subprocess.CompletedProcess[str]]
 @pytest.fixture(scope="module")
 def recorded_by_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Recorded]:
     """A client run by `convtap run` against `convtap mock --scenario declared`: its capture and
-    what `run` said. Made once per client and flags (a capture is only read by the tests that
-    share it, and `no_change` says that reading it changed nothing)."""
+    what `run` said. Made once per client and flags: the tests that share a capture only read
+    it (`convtap mock --replay` opens it read-only)."""
     made: dict[tuple[str, ...], Recorded] = {}
 
     def recorded(script: str, *flags: str) -> Recorded:
