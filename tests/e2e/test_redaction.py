@@ -41,7 +41,7 @@ def paused_stream() -> streams.Generated:
 
 
 def paced(bodies: list[streams.Generated]) -> Callable[[int], Iterator[bytes]]:
-    """Stream k's chunks as generated, 2 ms apart (a `PAUSE` stops it for PAUSE seconds)."""
+    """Stream k's chunks as generated, 0.5 ms apart (a `PAUSE` stops it for PAUSE seconds)."""
 
     def pieces(n: int) -> Iterator[bytes]:
         for chunk in bodies[n].chunks:
@@ -49,7 +49,7 @@ def paced(bodies: list[streams.Generated]) -> Callable[[int], Iterator[bytes]]:
                 time.sleep(PAUSE)
                 continue
             yield chunk
-            time.sleep(0.002)
+            time.sleep(0.0005)
 
     return pieces
 
