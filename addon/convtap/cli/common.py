@@ -8,7 +8,6 @@ import importlib
 import os
 import re
 import signal
-import socket
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -153,6 +152,8 @@ def port_in_use(host: str, port: int) -> str | None:
     """Why `port` cannot be listened on (mitmproxy would stop with its own hint and a new
     database left behind), or None. A check before the proxy starts: a race with another
     program remains, and mitmproxy's own error covers it."""
+    import socket  # (only the commands that listen load it)
+
     if port == 0:
         return None
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -167,6 +168,8 @@ def port_in_use(host: str, port: int) -> str | None:
 
 def host_unknown(host: str) -> str | None:
     """Why `host` names no address to listen on, or None ("" is every address)."""
+    import socket
+
     if not host:
         return None
     try:

@@ -50,12 +50,14 @@ def decode(
       convtap decode captures/examples/sse/alefita_way_call.sse
       convtap decode --format json body.sse resume.sse --ws frames.jsonl
     """
+    from convtap.heap import keep_freed_memory
     from convtap.ingest.decoding import DecodeInputError
     from convtap.ingest.decoding import decode as decode_files
     from convtap.redact.redactor import UnusableKey
 
     if no_redact:
         click.echo("convtap: --no-redact: secrets are printed in clear", err=True)
+    keep_freed_memory()
     if isinstance(sys.stdout, io.TextIOWrapper):  # a lone surrogate (JSON allows one) as `\udXXX`
         sys.stdout.reconfigure(errors="backslashreplace")
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 
 # -- the key ---------------------------------------------------------------------------------------
@@ -30,6 +29,8 @@ def redaction_key() -> bytes:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # made by another convtap process a moment ago
         return _read_key(path)
+    import secrets  # (only here: every other start reads the key)
+
     with os.fdopen(fd, "w") as handle:
         handle.write(secrets.token_hex(32) + "\n")
     return _read_key(path)

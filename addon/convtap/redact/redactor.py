@@ -6,8 +6,6 @@ flows) stays visible while the secret does not. What is secret is `patterns`' to
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -50,6 +48,9 @@ class Redactor:
 
     def placeholder(self, secret: str | bytes) -> str:
         # (a lone surrogate: a `\\ud83d` escape decoded on its own)
+        import hashlib  # (loaded with the first secret: most output holds none)
+        import hmac
+
         raw = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
         digest = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:12]
         return f"{PLACEHOLDER_PREFIX}{digest}>"
